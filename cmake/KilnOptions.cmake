@@ -1,0 +1,43 @@
+# Compiler flags shared by every Kiln target, and the kiln_module() helper.
+
+set(KILN_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align
+    -Wunused -Woverloaded-virtual -Wimplicit-fallthrough)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  # GCC 12 reports false positives on std::string operations at -O3 (GCC bug 105329).
+  list(APPEND KILN_WARNINGS -Wno-restrict -Wno-stringop-overflow)
+endif()
+if(KILN_WERROR)
+  list(APPEND KILN_WARNINGS -Werror)
+endif()
+
+add_library(kiln_flags INTERFACE)
+target_compile_options(kiln_flags INTERFACE ${KILN_WARNINGS})
+if(KILN_SANITIZE)
+  target_compile_options(kiln_flags INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer
+                         -fno-sanitize-recover=undefined)
+  target_link_options(kiln_flags INTERFACE -fsanitize=address,undefined)
+endif()
+if(KILN_FUZZ)
+  target_compile_options(kiln_flags INTERFACE -fsanitize=fuzzer-no-link,address,undefined)
+  target_link_options(kiln_flags INTERFACE -fsanitize=address,undefined)
+endif()
+
+# kiln_module(NAME [DIR dir] DEPS ...): a static library from every .cpp in src/<dir>.
+function(kiln_module name)
+  cmake_parse_arguments(ARG "" "DIR" "DEPS" ${ARGN})
+  if(NOT ARG_DIR)
+    set(ARG_DIR ${name})
+  endif()
+  file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${ARG_DIR}/*.cpp)
+  list(FILTER sources EXCLUDE REGEX ".*/main\\.cpp$")
+  if(NOT sources)
+    add_library(kiln_${name} INTERFACE)
+    target_include_directories(kiln_${name} INTERFACE ${PROJECT_SOURCE_DIR}/src)
+    target_link_libraries(kiln_${name} INTERFACE kiln_flags ${ARG_DEPS})
+    return()
+  endif()
+  add_library(kiln_${name} STATIC ${sources})
+  target_include_directories(kiln_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(kiln_${name} PUBLIC kiln_flags ${ARG_DEPS})
+  target_compile_definitions(kiln_${name} PUBLIC KILN_VERSION="${PROJECT_VERSION}")
+endfunction()

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs every test: the release build with warnings as errors (unit, golden), the unit tests again
+# under AddressSanitizer + UndefinedBehaviorSanitizer, and each libFuzzer target for a short run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+fuzz_seconds=${KILN_FUZZ_SECONDS:-30}
+
+echo "== release build (warnings are errors)"
+cmake --preset ci >/dev/null
+cmake --build --preset ci -j "$jobs"
+ctest --preset ci -j "$jobs"
+
+echo "== unit tests under ASan + UBSan"
+cmake --preset ci-asan >/dev/null
+cmake --build --preset ci-asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset ci-asan -j "$jobs" -L unit
+
+echo "== fuzzers (${fuzz_seconds}s each)"
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j "$jobs" --target fuzz_safetensors fuzz_engine
+for f in build/fuzz/tests/fuzz/fuzz_*; do
+  [ -x "$f" ] || continue
+  name=$(basename "$f")
+  corpus=$(mktemp -d)
+  seeds=tests/fuzz/corpus/${name#fuzz_}
+  [ -d "$seeds" ] && cp -r "$seeds"/. "$corpus"/
+  echo "-- $name"
+  "$f" -max_total_time="$fuzz_seconds" -print_final_stats=1 "$corpus" 2>&1 | tail -n 3
+  rm -rf "$corpus"
+done
+echo "all tests passed"

@@ -1,0 +1,402 @@
+#include "backends/cpu/attention.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/cpu_isa.h"
+#include "base/status.h"
+
+namespace kiln::cpu {
+namespace {
+
+// One unit of work: query row `row` of the step at position `pos` in its sequence, for the
+// query heads [head_begin, head_end), which all read the same kv head. It sees the sequence's
+// keys at positions [lo, pos], found through the block table.
+struct HeadsTask {
+  int64_t row;
+  int64_t pos;
+  int64_t lo;
+  int64_t head_begin;
+  int64_t head_end;
+  int64_t kv_head;
+  const int32_t* block_table;
+};
+
+// kv_row = num_kv_heads * head_dim floats between consecutive tokens of a block.
+struct Geometry {
+  const float* cache_k;
+  const float* cache_v;
+  int64_t num_blocks;
+  int64_t block_size;
+  int64_t kv_row;
+  int64_t head_dim;
+  float scale;
+};
+
+// Calls fn(first_pos, count, k_rows, v_rows) for each run of consecutive positions in [lo, pos]
+// that share a cache block; k_rows / v_rows point at the kv head's slice of the run's first row.
+template <typename Fn>
+void for_each_run(const Geometry& g, const int32_t* table, int64_t lo, int64_t pos,
+                  int64_t kv_offset, Fn&& fn) {
+  for (int64_t start = lo; start <= pos;) {
+    const int64_t b = start / g.block_size;
+    const int64_t end = std::min(pos + 1, (b + 1) * g.block_size);
+    const int64_t block = table[b];
+    KILN_CHECK(block >= 0 && block < g.num_blocks);
+    const int64_t row = (block * g.block_size + start % g.block_size) * g.kv_row + kv_offset;
+    fn(start, end - start, g.cache_k + row, g.cache_v + row);
+    start = end;
+  }
+}
+
+// ---- Portable inner loops; `omp simd` lets the compiler vectorise the reductions. ----
+struct ScalarOps {
+  // s[j] = scale * q . k_j for `count` keys kv_row floats apart; q, k_j: [head_dim].
+  static void scores(const float* q, const float* k, int64_t kv_row, int64_t count,
+                     int64_t head_dim, float scale, float* s) {
+    for (int64_t j = 0; j < count; ++j) {
+      const float* kj = k + j * kv_row;
+      float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t d = 0; d < head_dim; ++d) dot += q[d] * kj[d];
+      s[j] = scale * dot;
+    }
+  }
+
+  // s[j] = exp(s[j] - max(s)), returns the sum; s: [n], n >= 1.
+  static double softmax_numerators(float* s, int64_t n) {
+    float m = s[0];
+    for (int64_t j = 1; j < n; ++j) m = std::max(m, s[j]);
+    double sum = 0.0;
+    for (int64_t j = 0; j < n; ++j) {
+      s[j] = std::exp(s[j] - m);
+      sum += static_cast<double>(s[j]);
+    }
+    return sum;
+  }
+
+  // acc[d] += sum_j p[j] * v_j[d]; acc: [head_dim].
+  static void accumulate(const float* p, const float* v, int64_t kv_row, int64_t count,
+                         int64_t head_dim, float* acc) {
+    for (int64_t j = 0; j < count; ++j) {
+      const float* vj = v + j * kv_row;
+      const float pj = p[j];
+#pragma omp simd
+      for (int64_t d = 0; d < head_dim; ++d) acc[d] += pj * vj[d];
+    }
+  }
+};
+
+// ---- AVX2 + FMA inner loops, chosen at run time. ----
+#define KILN_AVX2 __attribute__((target("avx2,fma")))
+
+KILN_AVX2 inline double hsum(__m256d v) {
+  __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
+  return _mm_cvtsd_f64(s);
+}
+
+// exp(x) for x <= 0 (softmax after max subtraction), about 1 ulp: x = n ln2 + r with
+// |r| <= ln2/2, e^r from the degree-6 Cephes polynomial, 2^n through the exponent bits.
+// Inputs below ln(FLT_MIN) give 0, as their share of a softmax is below fp32 resolution.
+KILN_AVX2 inline __m256 exp_nonpositive(__m256 x) {
+  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // ln2 split in two so that n * ln2_hi is exact.
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
+}
+
+// Sums the lanes of each of a, b, c, d: returns {sum(a), sum(b), sum(c), sum(d)}. One key's
+// dot product always goes through this same tree, alone or with three others, so its value
+// does not depend on how keys are grouped.
+KILN_AVX2 inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 ab = _mm256_hadd_ps(a, b);
+  const __m256 cd = _mm256_hadd_ps(c, d);
+  const __m256 abcd = _mm256_hadd_ps(ab, cd);
+  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+struct Avx2Ops {
+  // Four keys at a time: four independent FMA chains hide the FMA latency, and one reduction
+  // tree serves all four.
+  KILN_AVX2 static void scores(const float* q, const float* k, int64_t kv_row, int64_t count,
+                               int64_t head_dim, float scale, float* s) {
+    const int64_t vec_end = head_dim / 8 * 8;
+    int64_t j = 0;
+    for (; j + 4 <= count; j += 4) {
+      const float* k0 = k + j * kv_row;
+      const float* k1 = k0 + kv_row;
+      const float* k2 = k1 + kv_row;
+      const float* k3 = k2 + kv_row;
+      __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+      __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+      for (int64_t d = 0; d < vec_end; d += 8) {
+        const __m256 qd = _mm256_loadu_ps(q + d);
+        a0 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k0 + d), a0);
+        a1 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k1 + d), a1);
+        a2 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k2 + d), a2);
+        a3 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k3 + d), a3);
+      }
+      alignas(16) float dots[4];
+      _mm_store_ps(dots, hsum4(a0, a1, a2, a3));
+      const float* rows[4] = {k0, k1, k2, k3};
+      for (int r = 0; r < 4; ++r) {
+        for (int64_t d = vec_end; d < head_dim; ++d) dots[r] += q[d] * rows[r][d];
+        s[j + r] = scale * dots[r];
+      }
+    }
+    for (; j < count; ++j) {
+      const float* kj = k + j * kv_row;
+      __m256 a0 = _mm256_setzero_ps();
+      for (int64_t d = 0; d < vec_end; d += 8) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(kj + d), a0);
+      }
+      float dot = _mm_cvtss_f32(hsum4(a0, a0, a0, a0));
+      for (int64_t d = vec_end; d < head_dim; ++d) dot += q[d] * kj[d];
+      s[j] = scale * dot;
+    }
+  }
+
+  KILN_AVX2 static double softmax_numerators(float* s, int64_t n) {
+    const int64_t vec_end = n / 8 * 8;
+    __m256 mv = _mm256_set1_ps(s[0]);
+    for (int64_t j = 0; j < vec_end; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(s + j));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, mv);
+    float m = *std::max_element(lanes, lanes + 8);
+    for (int64_t j = vec_end; j < n; ++j) m = std::max(m, s[j]);
+    const __m256 max_v = _mm256_set1_ps(m);
+    __m256d sum = _mm256_setzero_pd();
+    for (int64_t j = 0; j < vec_end; j += 8) sum = exp_store(s + j, max_v, sum);
+    if (vec_end < n) {
+      // The tail goes through the same polynomial, padded with lanes that evaluate to 0.
+      alignas(32) float tail[8];
+      std::fill(tail, tail + 8, -1.0e30f);
+      std::copy(s + vec_end, s + n, tail);
+      sum = exp_store(tail, max_v, sum);
+      std::copy(tail, tail + (n - vec_end), s + vec_end);
+    }
+    return hsum(sum);
+  }
+
+  // p[0..8) = exp(p - max_v); returns sum + the eight values, summed in double.
+  KILN_AVX2 static __m256d exp_store(float* p, __m256 max_v, __m256d sum) {
+    const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(p), max_v));
+    _mm256_storeu_ps(p, e);
+    sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    return _mm256_add_pd(sum, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+
+  // acc is loaded and stored once per four keys; the FMAs still run in key order, so the sum
+  // is the same as one key at a time.
+  KILN_AVX2 static void accumulate(const float* p, const float* v, int64_t kv_row, int64_t count,
+                                   int64_t head_dim, float* acc) {
+    const int64_t vec_end = head_dim / 8 * 8;
+    int64_t j = 0;
+    for (; j + 4 <= count; j += 4) {
+      const float* v0 = v + j * kv_row;
+      const float* v1 = v0 + kv_row;
+      const float* v2 = v1 + kv_row;
+      const float* v3 = v2 + kv_row;
+      const __m256 p0 = _mm256_set1_ps(p[j]), p1 = _mm256_set1_ps(p[j + 1]);
+      const __m256 p2 = _mm256_set1_ps(p[j + 2]), p3 = _mm256_set1_ps(p[j + 3]);
+      for (int64_t d = 0; d < vec_end; d += 8) {
+        __m256 a = _mm256_loadu_ps(acc + d);
+        a = _mm256_fmadd_ps(p0, _mm256_loadu_ps(v0 + d), a);
+        a = _mm256_fmadd_ps(p1, _mm256_loadu_ps(v1 + d), a);
+        a = _mm256_fmadd_ps(p2, _mm256_loadu_ps(v2 + d), a);
+        a = _mm256_fmadd_ps(p3, _mm256_loadu_ps(v3 + d), a);
+        _mm256_storeu_ps(acc + d, a);
+      }
+      for (int64_t d = vec_end; d < head_dim; ++d) {
+        for (int r = 0; r < 4; ++r) acc[d] += p[j + r] * v[(j + r) * kv_row + d];
+      }
+    }
+    for (; j < count; ++j) {
+      const float* vj = v + j * kv_row;
+      const __m256 pj = _mm256_set1_ps(p[j]);
+      for (int64_t d = 0; d < vec_end; d += 8) {
+        _mm256_storeu_ps(acc + d,
+                         _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + d), _mm256_loadu_ps(acc + d)));
+      }
+      for (int64_t d = vec_end; d < head_dim; ++d) acc[d] += p[j] * vj[d];
+    }
+  }
+};
+
+#undef KILN_AVX2
+
+// Scores, softmax and weighted sum of values for one task. The heads of a task share their
+// keys and values, so each run of cached rows is read from memory once and reused from L1 for
+// every head; the per-head arithmetic is the same whichever heads share a task.
+// scores: [heads, n], acc: [heads, head_dim] and sums: [heads] are the calling thread's scratch.
+template <typename Ops>
+void attend_heads(const Geometry& g, const AttentionShape& shape, const float* q, int64_t q_stride,
+                  const HeadsTask& t, std::vector<float>& scores, std::vector<float>& acc,
+                  std::vector<double>& sums, float* out) {
+  const int64_t hd = g.head_dim;
+  const int64_t heads = t.head_end - t.head_begin;
+  const int64_t n = t.pos - t.lo + 1;
+  if (static_cast<int64_t>(scores.size()) < heads * n) {
+    scores.resize(static_cast<size_t>(heads * n));
+  }
+  if (static_cast<int64_t>(acc.size()) < heads * hd) acc.resize(static_cast<size_t>(heads * hd));
+  const float* q_row = q + t.row * q_stride + t.head_begin * hd;
+  // s[r]: [n], s[r][j] = scale * q_r . K[lo + j] (+ slope_r * (lo + j - pos)).
+  for_each_run(g, t.block_table, t.lo, t.pos, t.kv_head * hd,
+               [&](int64_t first, int64_t count, const float* k_rows, const float*) {
+                 for (int64_t r = 0; r < heads; ++r) {
+                   Ops::scores(q_row + r * hd, k_rows, g.kv_row, count, hd, g.scale,
+                               scores.data() + r * n + (first - t.lo));
+                 }
+               });
+  std::fill(acc.begin(), acc.begin() + heads * hd, 0.0f);
+  sums.resize(static_cast<size_t>(heads));
+  for (int64_t r = 0; r < heads; ++r) {
+    float* s = scores.data() + r * n;
+    if (shape.alibi_slopes != nullptr) {
+      const float slope = shape.alibi_slopes[t.head_begin + r];
+      for (int64_t j = 0; j < n; ++j) s[j] += slope * static_cast<float>(t.lo + j - t.pos);
+    }
+    sums[static_cast<size_t>(r)] = Ops::softmax_numerators(s, n);
+  }
+  for_each_run(g, t.block_table, t.lo, t.pos, t.kv_head * hd,
+               [&](int64_t first, int64_t count, const float*, const float* v_rows) {
+                 for (int64_t r = 0; r < heads; ++r) {
+                   Ops::accumulate(scores.data() + r * n + (first - t.lo), v_rows, g.kv_row, count,
+                                   hd, acc.data() + r * hd);
+                 }
+               });
+  for (int64_t r = 0; r < heads; ++r) {
+    const auto inv_sum = static_cast<float>(1.0 / sums[static_cast<size_t>(r)]);
+    float* o = out + t.row * shape.num_heads * hd + (t.head_begin + r) * hd;
+    for (int64_t d = 0; d < hd; ++d) o[d] = acc[static_cast<size_t>(r * hd + d)] * inv_sum;
+  }
+}
+
+template <typename Ops>
+void attend_all(const float* q, int64_t q_stride, const AttentionBatch& batch,
+                const AttentionShape& shape, const Geometry& g, float* out) {
+  const int32_t* qs = batch.query_start;
+  const int64_t row_begin = qs[0];
+  const int64_t rows = qs[batch.num_seqs] - row_begin;
+  const int64_t group = shape.num_heads / shape.num_kv_heads;
+  // Keep a kv head's query heads together (one read of its keys and values) unless that leaves
+  // threads idle, as a single decode row would; then split the groups.
+  const int64_t units = rows * shape.num_kv_heads;
+  const int64_t threads = omp_get_max_threads();
+  const int64_t splits = std::min(group, std::max<int64_t>(1, (threads + units - 1) / units));
+  const int64_t heads_per_task = (group + splits - 1) / splits;
+  const int64_t tasks_per_group = (group + heads_per_task - 1) / heads_per_task;
+  const int64_t tasks = units * tasks_per_group;
+#pragma omp parallel if (tasks > 1)
+  {
+    std::vector<float> scores;
+    std::vector<float> acc;
+    std::vector<double> sums;
+    // Rows differ in length (causal prefill), so hand out work dynamically.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; ++task) {
+      HeadsTask t;
+      t.row = row_begin + task / (shape.num_kv_heads * tasks_per_group);
+      t.kv_head = task / tasks_per_group % shape.num_kv_heads;
+      t.head_begin = t.kv_head * group + task % tasks_per_group * heads_per_task;
+      t.head_end = std::min(t.head_begin + heads_per_task, (t.kv_head + 1) * group);
+      // The sequence owning the row: the last s with query_start[s] <= row.
+      const int64_t s =
+          std::upper_bound(qs, qs + batch.num_seqs + 1, static_cast<int32_t>(t.row)) - qs - 1;
+      t.block_table = batch.block_tables[s];
+      t.pos = batch.context_len[s] + (t.row - qs[s]);
+      t.lo = shape.sliding_window > 0 ? std::max<int64_t>(0, t.pos - shape.sliding_window + 1) : 0;
+      attend_heads<Ops>(g, shape, q, q_stride, t, scores, acc, sums, out);
+    }
+  }
+}
+
+// Baichuan's slopes for a power of two n, evaluated in double as the Python original does:
+// start = 2^(-2^(-(log2 n - 3))), slope[i] = start * start^i.
+std::vector<double> alibi_power_of_two(int64_t n) {
+  const double start = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(n)) - 3.0)));
+  std::vector<double> slopes(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    slopes[static_cast<size_t>(i)] = start * std::pow(start, static_cast<double>(i));
+  }
+  return slopes;
+}
+
+}  // namespace
+
+void kv_cache_store(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                    const AttentionBatch& batch, int64_t num_kv_heads, int64_t head_dim,
+                    KvCacheLayer cache) {
+  const int64_t kv_row = num_kv_heads * head_dim;
+  const size_t row_bytes = static_cast<size_t>(kv_row) * sizeof(float);
+  const int32_t* qs = batch.query_start;
+  for (int64_t s = 0; s < batch.num_seqs; ++s) {
+    const int32_t* table = batch.block_tables[s];
+    for (int64_t i = qs[s]; i < qs[s + 1]; ++i) {
+      const int64_t pos = batch.context_len[s] + (i - qs[s]);
+      const int64_t block = table[pos / cache.block_size];
+      KILN_CHECK(block >= 0 && block < cache.num_blocks);
+      const int64_t slot = block * cache.block_size + pos % cache.block_size;
+      std::memcpy(cache.k + slot * kv_row, k + i * k_stride, row_bytes);
+      std::memcpy(cache.v + slot * kv_row, v + i * v_stride, row_bytes);
+    }
+  }
+}
+
+void attention(const float* q, int64_t q_stride, const float* k, int64_t k_stride, const float* v,
+               int64_t v_stride, const AttentionBatch& batch, const AttentionShape& shape,
+               KvCacheLayer cache, float* out) {
+  KILN_CHECK(shape.num_kv_heads > 0 && shape.num_heads % shape.num_kv_heads == 0);
+  KILN_CHECK(shape.head_dim > 0 && cache.block_size > 0);
+  kv_cache_store(k, k_stride, v, v_stride, batch, shape.num_kv_heads, shape.head_dim, cache);
+  Geometry g;
+  g.cache_k = cache.k;
+  g.cache_v = cache.v;
+  g.num_blocks = cache.num_blocks;
+  g.block_size = cache.block_size;
+  g.kv_row = shape.num_kv_heads * shape.head_dim;
+  g.head_dim = shape.head_dim;
+  g.scale = shape.scale;
+  if (isa_active() >= Isa::kAvx2) {
+    attend_all<Avx2Ops>(q, q_stride, batch, shape, g, out);
+  } else {
+    attend_all<ScalarOps>(q, q_stride, batch, shape, g, out);
+  }
+}
+
+std::vector<float> alibi_slopes(int64_t num_heads) {
+  KILN_CHECK(num_heads > 0);
+  int64_t closest = 1;
+  while (closest * 2 <= num_heads) closest *= 2;
+  std::vector<double> slopes = alibi_power_of_two(closest);
+  if (closest < num_heads) {
+    // The remaining heads take slopes that sit between the ones above: every other slope of
+    // the next power of two.
+    const std::vector<double> finer = alibi_power_of_two(2 * closest);
+    for (int64_t i = 0; i < num_heads - closest; ++i) {
+      slopes.push_back(finer[static_cast<size_t>(2 * i)]);
+    }
+  }
+  return {slopes.begin(), slopes.end()};
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,21 @@
+// The CPU side of kernel selection at build time: lists the matmul kernels this machine can run
+// for a weight format and times them on random data (see passes/select_kernels.cpp).
+#pragma once
+
+#include "backends/cpu/cpu_isa.h"
+#include "passes/pass.h"
+
+namespace kiln::cpu {
+
+class CpuKernelTuner final : public passes::KernelTuner {
+ public:
+  explicit CpuKernelTuner(Isa isa) : isa_(isa) {}
+  std::string target() const override;
+  std::vector<std::string> matmul_candidates(ir::WeightFormat format) const override;
+  double time_matmul(const std::string& kernel, ir::WeightFormat format, int64_t m, int64_t n, int64_t k) override;
+
+ private:
+  Isa isa_;
+};
+
+}  // namespace kiln::cpu

@@ -1,0 +1,78 @@
+#include "backends/cpu/matmul.h"
+
+#include <cstdlib>
+#include <memory>
+
+#include "backends/cpu/matmul_kernels.h"
+#include "backends/cpu/matmul_tiling.h"
+
+namespace kiln::cpu {
+namespace {
+
+// All tables, highest ISA first; within a table, each format's best guess comes first.
+std::vector<const MatmulKernel*> all_kernels() {
+  std::vector<const MatmulKernel*> all;
+  for (auto table : {detail::matmul_kernels_avx512_float(),
+                     detail::matmul_kernels_avx2_q8dot(), detail::matmul_kernels_avx2_float(),
+                     detail::matmul_kernels_scalar()}) {
+    for (const MatmulKernel& kernel : table) all.push_back(&kernel);
+  }
+  return all;
+}
+
+const std::vector<const MatmulKernel*>& registry() {
+  static const std::vector<const MatmulKernel*> kAll = all_kernels();
+  return kAll;
+}
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+}  // namespace
+
+std::vector<const MatmulKernel*> matmul_kernels(ir::WeightFormat format, Isa isa) {
+  std::vector<const MatmulKernel*> out;
+  for (const MatmulKernel* kernel : registry()) {
+    if (kernel->format == format && kernel->isa <= isa) out.push_back(kernel);
+  }
+  return out;
+}
+
+std::vector<const MatmulKernel*> matmul_kernels_all() { return registry(); }
+
+const MatmulKernel* matmul_kernel_find(std::string_view name) {
+  for (const MatmulKernel* kernel : registry()) {
+    if (kernel->name == name) return kernel;
+  }
+  return nullptr;
+}
+
+void matmul(const MatmulKernel& kernel, const float* x, int64_t m, int64_t k, const std::byte* w, int64_t n,
+            const float* bias, float* y) {
+  KILN_CHECK(m >= 0 && n >= 0 && k > 0);
+  KILN_CHECK(ir::weight_format_fits(kernel.format, k));
+  KILN_CHECK(kernel.isa <= isa_detect());
+  if (m == 0 || n == 0) return;
+  kernel.fn(x, m, k, w, n, bias, y);
+}
+
+void* detail::matmul_scratch(size_t bytes, int slot) {
+  constexpr int kSlots = 3;
+  struct Buffer {
+    std::unique_ptr<void, FreeDeleter> data;
+    size_t size = 0;
+  };
+  thread_local Buffer buffers[kSlots];
+  KILN_CHECK(slot >= 0 && slot < kSlots);
+  Buffer& buf = buffers[slot];
+  if (buf.size < bytes) {
+    const size_t size = (std::max(bytes, buf.size * 3 / 2) + 63) / 64 * 64;
+    buf.data.reset(std::aligned_alloc(64, size));
+    KILN_CHECK(buf.data != nullptr);
+    buf.size = size;
+  }
+  return buf.data.get();
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,16 @@
+// Internal to the CPU matmul: the kernel tables each ISA file contributes to the registry in
+// matmul.cpp. Not for use outside src/backends/cpu.
+#pragma once
+
+#include <span>
+
+#include "backends/cpu/matmul.h"
+
+namespace kiln::cpu::detail {
+
+std::span<const MatmulKernel> matmul_kernels_scalar();
+std::span<const MatmulKernel> matmul_kernels_avx2_float();   // matmul_avx2.cpp
+std::span<const MatmulKernel> matmul_kernels_avx2_q8dot();   // matmul_q8dot_avx2.cpp
+std::span<const MatmulKernel> matmul_kernels_avx512_float();  // matmul_avx512.cpp
+
+}  // namespace kiln::cpu::detail

@@ -1,0 +1,116 @@
+// kiln bench ENGINE [--prompt 512] [--decode 128] [--repeat 3] [--threads N]
+//
+// Prefill: one prompt of --prompt random tokens, in steps of the engine's max batch tokens.
+// Decode: --decode single-token steps after it. Each figure is the median of --repeat runs. The
+// bytes of weights one decode step reads (every matmul weight once, one row of each embedding
+// table) times decode tokens/s, over the read bandwidth measured in the same run, is the
+// fraction of the memory-bandwidth limit reached.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <set>
+
+#include "backends/cpu/memory_bandwidth.h"
+#include "cli/commands.h"
+#include "runtime/sequence_runner.h"
+
+namespace kiln::cli {
+namespace {
+
+struct BenchArgs {
+  std::string engine;
+  int64_t prompt = 512, decode = 128;
+  int repeat = 3;
+  int threads = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Weight bytes one decode step streams.
+uint64_t decode_bytes_per_token(const runtime::LoadedModel& model) {
+  const ir::Graph& g = model.graph();
+  std::set<std::string> matmul_weights;
+  for (const auto& n : g.nodes()) {
+    if (n.op == "matmul") {
+      for (size_t i = 1; i < n.inputs.size(); ++i) matmul_weights.insert(g.value(n.inputs[i]).name);
+    }
+  }
+  uint64_t bytes = 0;
+  for (const auto& [name, w] : g.weights()) {
+    if (matmul_weights.count(name) || w.shape.size() == 1) {
+      bytes += w.stored.size();
+    } else {
+      bytes += ir::weight_format_row_bytes(w.format, w.cols());  // an embedding lookup reads one row
+    }
+  }
+  return bytes;
+}
+
+int run_bench(const BenchArgs& a) {
+  if (a.prompt < 1 || a.decode < 1 || a.repeat < 1) return fail(invalid_argument("--prompt, --decode, --repeat must be >= 1"));
+  auto session = open_cpu_session(a.engine, a.threads, a.prompt + a.decode);
+  if (!session) return fail(session.status());
+  const auto& facts = session->model->facts();
+  if (a.prompt + a.decode > facts.max_seq_len) {
+    return fail(invalid_argument("--prompt + --decode exceed the engine's max sequence length " +
+                                 std::to_string(facts.max_seq_len)));
+  }
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(facts.vocab_size - 1));
+  std::vector<int32_t> prompt(static_cast<size_t>(a.prompt));
+  for (auto& t : prompt) t = dist(rng);
+
+  std::printf("engine   %s (%s, %s)\n", a.engine.c_str(), session->model->file().header().target.c_str(),
+              session->model->file().header().build_options.c_str());
+  std::printf("threads  %d\n", cpu::cpu_threads());
+  std::vector<double> prefill_tps, decode_tps;
+  runtime::SequenceRunner runner(*session->executor, *session->cache, facts.vocab_size);
+  for (int r = 0; r < a.repeat + 1; ++r) {  // the first run warms caches and page tables
+    runner.reset();
+    auto t0 = std::chrono::steady_clock::now();
+    auto logits = runner.feed(prompt, false);
+    if (!logits) return fail(logits.status());
+    const double tp = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    int32_t next = runtime::argmax(*logits);
+    t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < a.decode; ++i) {
+      logits = runner.feed({&next, 1}, false);
+      if (!logits) return fail(logits.status());
+      next = runtime::argmax(*logits);
+    }
+    const double td = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r == 0) continue;
+    prefill_tps.push_back(static_cast<double>(a.prompt) / tp);
+    decode_tps.push_back(static_cast<double>(a.decode) / td);
+  }
+  const double bw = cpu::measure_read_bandwidth();
+  const uint64_t bytes = decode_bytes_per_token(*session->model);
+  const double dec = median(decode_tps);
+  std::printf("prefill  %8.1f tokens/s   (%lld-token prompt, median of %d)\n", median(prefill_tps),
+              static_cast<long long>(a.prompt), a.repeat);
+  std::printf("decode   %8.2f tokens/s   (%lld tokens, median of %d)\n", dec, static_cast<long long>(a.decode), a.repeat);
+  std::printf("weights  %8.1f MB read per decoded token\n", static_cast<double>(bytes) / 1e6);
+  std::printf("memory   %8.2f GB/s read bandwidth measured\n", bw / 1e9);
+  std::printf("decode reaches %.0f%% of the bandwidth limit (%.2f tokens/s)\n",
+              100.0 * dec * static_cast<double>(bytes) / bw, bw / static_cast<double>(bytes));
+  return 0;
+}
+
+}  // namespace
+
+CommandFn add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand("bench", "Measure prefill and decode speed against the memory bandwidth");
+  cmd->add_option("engine", args->engine, "engine file")->required();
+  cmd->add_option("--prompt", args->prompt, "prompt tokens")->capture_default_str();
+  cmd->add_option("--decode", args->decode, "decoded tokens")->capture_default_str();
+  cmd->add_option("--repeat", args->repeat, "runs (median reported)")->capture_default_str();
+  cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  return [args] { return run_bench(*args); };
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,92 @@
+// kiln build MODEL_DIR -o FILE.kiln [--dtype ...] [--group N] [--max-seq-len N] [--max-batch-tokens N]
+#include <chrono>
+#include <cstdio>
+
+#include "backends/cpu/cpu_tuner.h"
+#include "cli/commands.h"
+#include "cli/progress_bar.h"
+#include "engine/engine_builder.h"
+
+namespace kiln::cli {
+namespace {
+
+struct BuildArgs {
+  std::string model_dir, output, dtype = "fp32", dump_after;
+  int group = 0;
+  int64_t max_seq_len = 0, max_batch_tokens = 512;
+  int threads = 0;
+  bool no_autotune = false;
+};
+
+Expected<ir::WeightFormat> format_for(const std::string& dtype, int group) {
+  if (dtype == "fp32" || dtype == "fp16" || dtype == "bf16") {
+    if (group != 0) return invalid_argument("--group applies to int8 and int4 only");
+    return dtype == "fp32" ? ir::WeightFormat::kF32 : dtype == "fp16" ? ir::WeightFormat::kF16 : ir::WeightFormat::kBF16;
+  }
+  if (dtype == "int8") {
+    if (group == 0) return ir::WeightFormat::kI8Channel;
+    if (group == 32) return ir::WeightFormat::kI8Group32;
+    if (group == 128) return ir::WeightFormat::kI8Group128;
+    return invalid_argument("--group for int8 must be 0 (per output channel), 32 or 128");
+  }
+  if (dtype == "int4") {
+    if (group == 0 || group == 32) return ir::WeightFormat::kI4Group32;
+    if (group == 128) return ir::WeightFormat::kI4Group128;
+    return invalid_argument("--group for int4 must be 32 or 128");
+  }
+  return invalid_argument("--dtype must be one of fp32, bf16, fp16, int8, int4");
+}
+
+int run_build(const BuildArgs& a) {
+  auto format = format_for(a.dtype, a.group);
+  if (!format) return fail(format.status());
+  cpu::cpu_set_threads(a.threads);
+  cpu::CpuKernelTuner tuner(cpu::isa_active());
+  engine::EngineBuildRequest req;
+  req.model_dir = a.model_dir;
+  req.output_path = a.output;
+  req.options.matmul_format = *format;
+  req.options.max_batch_tokens = a.max_batch_tokens;
+  req.options.autotune = !a.no_autotune;
+  req.max_seq_len = a.max_seq_len;
+  req.dump_after = a.dump_after;
+  ProgressBar bar;
+  engine::EngineBuildHooks hooks;
+  hooks.tuner = &tuner;
+  hooks.note = [&](const std::string& m) {
+    bar.finish();
+    std::fprintf(stderr, "note: %s\n", m.c_str());
+  };
+  hooks.dump = [&](const std::string& text) {
+    bar.finish();
+    std::fputs(text.c_str(), stdout);
+  };
+  hooks.progress = [&](const std::string& stage, uint64_t done, uint64_t total) { bar.update(stage, done, total); };
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = engine::build_engine(req, hooks);
+  bar.finish();
+  if (!st) return fail(st);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "built %s (%s, %s) in %.1f s\n", a.output.c_str(), tuner.target().c_str(),
+               std::string(ir::weight_format_name(*format)).c_str(), secs);
+  return 0;
+}
+
+}  // namespace
+
+CommandFn add_build_command(CLI::App& app) {
+  auto args = std::make_shared<BuildArgs>();
+  CLI::App* cmd = app.add_subcommand("build", "Compile a Hugging Face model directory into an engine file");
+  cmd->add_option("model_dir", args->model_dir, "Hugging Face model directory")->required();
+  cmd->add_option("-o,--output", args->output, "engine file to write")->required();
+  cmd->add_option("--dtype", args->dtype, "weight precision: fp32, bf16, fp16, int8, int4")->capture_default_str();
+  cmd->add_option("--group", args->group, "quantisation group: int8 0 (per channel)|32|128, int4 32|128");
+  cmd->add_option("--max-seq-len", args->max_seq_len, "longest sequence (default: the model's limit)");
+  cmd->add_option("--max-batch-tokens", args->max_batch_tokens, "most tokens in one step")->capture_default_str();
+  cmd->add_option("--threads", args->threads, "threads for kernel timing (default: all cores)");
+  cmd->add_flag("--no-autotune", args->no_autotune, "take each format's default kernel instead of timing");
+  cmd->add_option("--dump-after", args->dump_after, "print the graph after this pass (or 'input', 'all')");
+  return [args] { return run_build(*args); };
+}
+
+}  // namespace kiln::cli

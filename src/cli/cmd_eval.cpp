@@ -1,0 +1,57 @@
+// kiln eval ENGINE --ids 1,2,3 [--logits-out F.npy] [--generate N] [--chunk N]
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/npy.h"
+#include "runtime/sequence_runner.h"
+
+namespace kiln::cli {
+namespace {
+
+struct EvalArgs {
+  std::string engine, ids, logits_out;
+  int64_t generate = 0, chunk = 0;
+  int threads = 0;
+};
+
+int run_eval(const EvalArgs& a) {
+  auto ids = parse_id_list(a.ids);
+  if (!ids) return fail(ids.status());
+  auto session = open_cpu_session(a.engine, a.threads, static_cast<int64_t>(ids->size()) + a.generate);
+  if (!session) return fail(session.status());
+  const int64_t vocab = session->model->facts().vocab_size;
+  runtime::SequenceRunner runner(*session->executor, *session->cache, vocab);
+  auto logits = runner.feed(*ids, true, a.chunk);
+  if (!logits) return fail(logits.status());
+  if (!a.logits_out.empty()) {
+    Status st = npy_write_f32(a.logits_out, *logits, {static_cast<int64_t>(ids->size()), vocab});
+    if (!st) return fail(st);
+  }
+  std::printf("next token after position %zu: %d\n", ids->size() - 1,
+              runtime::argmax(std::span<const float>(*logits).last(static_cast<size_t>(vocab))));
+  if (a.generate > 0) {
+    runner.reset();
+    auto out = runner.greedy(*ids, a.generate);
+    if (!out) return fail(out.status());
+    std::printf("greedy:");
+    for (size_t i = 0; i < out->size(); ++i) std::printf("%s%d", i ? "," : " ", (*out)[i]);
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+CommandFn add_eval_command(CLI::App& app) {
+  auto args = std::make_shared<EvalArgs>();
+  CLI::App* cmd = app.add_subcommand("eval", "Run token ids through an engine; write next-token logits");
+  cmd->add_option("engine", args->engine, "engine file")->required();
+  cmd->add_option("--ids", args->ids, "comma-separated token ids")->required();
+  cmd->add_option("--logits-out", args->logits_out, "write float32 logits [num_tokens, vocab] as .npy");
+  cmd->add_option("--generate", args->generate, "also print N greedily generated token ids");
+  cmd->add_option("--chunk", args->chunk, "prefill in steps of at most N tokens");
+  cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  return [args] { return run_eval(*args); };
+}
+
+}  // namespace kiln::cli

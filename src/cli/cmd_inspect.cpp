@@ -1,0 +1,89 @@
+// kiln inspect ENGINE [--graph] [--dot]
+#include <cstdio>
+#include <map>
+
+#include "cli/commands.h"
+
+namespace kiln::cli {
+namespace {
+
+struct InspectArgs {
+  std::string engine;
+  bool graph = false, dot = false;
+};
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) {
+    b /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", b, units[u]);
+  return buf;
+}
+
+int run_inspect(const InspectArgs& a) {
+  auto model = runtime::LoadedModel::load(a.engine);
+  if (!model) return fail(model.status());
+  const auto& m = **model;
+  const auto& h = m.file().header();
+  const auto& meta = m.metadata();
+  if (a.dot) {
+    std::fputs(ir::print_graph_dot(m.graph()).c_str(), stdout);
+    return 0;
+  }
+  std::printf("engine        %s\n", a.engine.c_str());
+  std::printf("format        %u (kiln %s)\n", h.format_version, h.kiln_version.c_str());
+  std::printf("target        %s\n", h.target.c_str());
+  std::printf("build         %s\n", h.build_options.c_str());
+  std::printf("file size     %s\n", human_bytes(static_cast<double>(h.file_size)).c_str());
+  std::printf("checksum      %016llx\n", static_cast<unsigned long long>(h.checksum));
+  std::printf("\nmodel\n");
+  for (const auto& [k, v] : meta.at("model").items()) std::printf("  %-24s %s\n", k.c_str(), v.dump().c_str());
+
+  const ir::Graph& g = m.graph();
+  std::map<std::string, int> op_counts;
+  for (const auto& n : g.nodes()) op_counts[n.op]++;
+  std::printf("\ngraph         %zu nodes, %zu weights, activations %s at %lld tokens\n", g.nodes().size(),
+              g.weights().size(),
+              human_bytes(static_cast<double>(g.arena_per_token()) * 4.0 * static_cast<double>(m.facts().max_batch_tokens)).c_str(),
+              static_cast<long long>(m.facts().max_batch_tokens));
+  for (const auto& [op, n] : op_counts) std::printf("  %-14s %d\n", op.c_str(), n);
+  std::map<std::string, std::pair<int, uint64_t>> by_format;
+  for (const auto& [name, w] : g.weights()) {
+    auto& e = by_format[std::string(ir::weight_format_name(w.format))];
+    e.first++;
+    e.second += w.stored.size();
+  }
+  std::printf("\nweights       %s\n", human_bytes(static_cast<double>(m.weight_bytes())).c_str());
+  for (const auto& [f, e] : by_format) {
+    std::printf("  %-8s %4d tensors  %s\n", f.c_str(), e.first, human_bytes(static_cast<double>(e.second)).c_str());
+  }
+  std::printf("\nkernels (matmul n x k: decode / prefill, timed at build)\n");
+  for (const auto& k : meta.at("kernels")) {
+    std::printf("  %-7s %6lld x %-6lld %-22s %8.1f us   %-22s %9.1f us\n", k.at("format").get<std::string>().c_str(),
+                static_cast<long long>(k.at("n").get<int64_t>()), static_cast<long long>(k.at("k").get<int64_t>()),
+                k.at("decode").get<std::string>().c_str(), k.at("decode_us").get<double>(),
+                k.at("prefill").get<std::string>().c_str(), k.at("prefill_us").get<double>());
+  }
+  std::printf("\nfiles        ");
+  for (const auto& f : meta.at("files")) std::printf(" %s", f.get<std::string>().c_str());
+  std::printf("\n");
+  if (a.graph) std::printf("\n%s", ir::print_graph(g).c_str());
+  return 0;
+}
+
+}  // namespace
+
+CommandFn add_inspect_command(CLI::App& app) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* cmd = app.add_subcommand("inspect", "Print an engine's header, config, graph, kernels and sizes");
+  cmd->add_option("engine", args->engine, "engine file")->required();
+  cmd->add_flag("--graph", args->graph, "also print the whole graph");
+  cmd->add_flag("--dot", args->dot, "print the graph as Graphviz DOT only");
+  return [args] { return run_inspect(*args); };
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,67 @@
+#include "cli/commands.h"
+
+#include <cstdio>
+
+namespace kiln::cli {
+
+int fail(const Status& status) {
+  std::fprintf(stderr, "kiln: %s\n", status.message().c_str());
+  return 1;
+}
+
+Expected<std::vector<int32_t>> parse_id_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    if (item.empty()) return invalid_argument("--ids: empty item in '" + text + "'");
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(static_cast<int32_t>(v));
+    } catch (const std::exception&) {
+      return invalid_argument("--ids: '" + item + "' is not a token id (a non-negative integer)");
+    }
+    pos = end + 1;
+  }
+  return ids;
+}
+
+Expected<CpuSession> open_cpu_session(const std::string& engine_path, int threads, int64_t kv_tokens) {
+  cpu::cpu_set_threads(threads);
+  CpuSession s;
+  KILN_ASSIGN_OR_RETURN(s.model, runtime::LoadedModel::load(engine_path));
+  s.backend = std::make_unique<cpu::CpuBackend>();
+  KILN_ASSIGN_OR_RETURN(s.executor, runtime::Executor::create(*s.model, *s.backend));
+  const int64_t block = 16;
+  const int64_t tokens = std::min(kv_tokens, s.model->facts().max_seq_len);
+  s.cache = std::make_unique<runtime::KvCache>(s.executor->kv_cache_spec((tokens + block - 1) / block + 1, block));
+  return s;
+}
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: compile a model into one engine file and run it"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
+  std::vector<std::pair<CLI::App*, CommandFn>> commands;
+  auto add = [&](const char* name, CommandFn fn) { commands.emplace_back(app.get_subcommand(name), std::move(fn)); };
+  add("build", add_build_command(app));
+  add("eval", add_eval_command(app));
+  add("inspect", add_inspect_command(app));
+  add("bench", add_bench_command(app));
+  add("random-checkpoint", add_random_checkpoint_command(app));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (auto& [sub, fn] : commands) {
+    if (sub->parsed()) return fn();
+  }
+  return 2;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,41 @@
+// The `kiln` binary: one entry point, one file per subcommand (cmd_*.cpp). Each subcommand
+// registers its options on a CLI11 app and returns a process exit code; user errors print one
+// line to stderr and return 1, never abort.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "backends/cpu/cpu_backend.h"
+#include "runtime/executor.h"
+#include "runtime/loaded_model.h"
+
+namespace kiln::cli {
+
+int main(int argc, char** argv);
+
+// Each subcommand adds itself to `app` and returns the function that runs it once parsed.
+using CommandFn = std::function<int()>;
+CommandFn add_build_command(CLI::App& app);
+CommandFn add_eval_command(CLI::App& app);
+CommandFn add_inspect_command(CLI::App& app);
+CommandFn add_bench_command(CLI::App& app);
+CommandFn add_random_checkpoint_command(CLI::App& app);
+
+// Prints "kiln: <message>" to stderr and returns 1.
+int fail(const Status& status);
+
+// An engine loaded and ready to run on the CPU, with a KV cache of `kv_tokens` positions.
+struct CpuSession {
+  std::unique_ptr<runtime::LoadedModel> model;
+  std::unique_ptr<cpu::CpuBackend> backend;
+  std::unique_ptr<runtime::Executor> executor;
+  std::unique_ptr<runtime::KvCache> cache;
+};
+Expected<CpuSession> open_cpu_session(const std::string& engine_path, int threads, int64_t kv_tokens);
+
+// Parses "1,2,3" into ids.
+Expected<std::vector<int32_t>> parse_id_list(const std::string& text);
+
+}  // namespace kiln::cli

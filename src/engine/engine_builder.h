@@ -1,0 +1,35 @@
+// `kiln build` as a library call: checkpoint -> graph (formats/) -> pass pipeline (passes/) ->
+// one engine file (engine_writer). Weights stream through one at a time, so peak memory is about
+// the largest single weight in float, whatever the model's size.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "base/status.h"
+#include "formats/hf_checkpoint.h"
+#include "passes/pass.h"
+
+namespace kiln::engine {
+
+struct EngineBuildRequest {
+  std::string model_dir;
+  std::string output_path;
+  passes::BuildOptions options;
+  int64_t max_seq_len = 0;  // 0: the model's own limit (max_position_embeddings)
+  std::string dump_after;   // pass name, "input" or "all"
+};
+
+struct EngineBuildHooks {
+  passes::KernelTuner* tuner = nullptr;
+  std::function<void(const std::string&)> note;                 // user-facing notes
+  std::function<void(const std::string&)> dump;                 // graph dumps (--dump-after)
+  std::function<void(const std::string& stage, uint64_t done, uint64_t total)> progress;
+};
+
+// The short "dtype=... max_seq_len=..." string stored in the engine header.
+std::string build_options_string(const passes::BuildOptions& options);
+
+Status build_engine(const EngineBuildRequest& request, const EngineBuildHooks& hooks);
+
+}  // namespace kiln::engine

@@ -1,0 +1,78 @@
+// Llama-style decoders: LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM share one
+// tensor layout and differ only in what config.json switches on (q/k/v/o and MLP biases, the
+// sliding window, rope scaling), which ModelConfig already resolves.
+//
+//   x = embed(ids)
+//   per layer: x += o_proj(attn(rope(q_proj(rms(x))), rope(k_proj(..)), v_proj(..)))
+//              x += down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x)))
+//   logits = lm_head(rms(x))   (lm_head = embed_tokens when tied)
+#include "formats/builder_context.h"
+
+namespace kiln::formats {
+
+Expected<ir::Graph> build_llama_style(const HfCheckpoint& checkpoint) {
+  ir::Graph graph;
+  BuilderContext ctx(checkpoint, graph);
+  const ModelConfig& c = checkpoint.config();
+  const int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  const bool qkv_bias = c.attention_bias || c.architecture == Architecture::kQwen2;
+  const bool o_bias = c.attention_bias && c.architecture != Architecture::kQwen2;
+  const double eps = c.norm_eps;
+
+  ctx.add_inputs();
+  KILN_ASSIGN_OR_RETURN(ir::ValueId embed, ctx.weight("model.embed_tokens.weight", {c.vocab_size, h}));
+  ir::ValueId x = graph.add_node1("embedding", "embed", {ctx.ids(), embed});
+
+  auto bias = [&](const std::string& name, int64_t n, bool present) -> Expected<ir::ValueId> {
+    if (!present) return ir::kNoValue;
+    return ctx.weight(name, {n});
+  };
+
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l);
+    const std::string n = "layers." + std::to_string(l);
+    KILN_ASSIGN_OR_RETURN(ir::ValueId ln1, ctx.weight(p + ".input_layernorm.weight", {h}));
+    KILN_ASSIGN_OR_RETURN(ir::ValueId wq, ctx.weight(p + ".self_attn.q_proj.weight", {q_dim, h}));
+    KILN_ASSIGN_OR_RETURN(ir::ValueId wk, ctx.weight(p + ".self_attn.k_proj.weight", {kv_dim, h}));
+    KILN_ASSIGN_OR_RETURN(ir::ValueId wv, ctx.weight(p + ".self_attn.v_proj.weight", {kv_dim, h}));
+    KILN_ASSIGN_OR_RETURN(ir::ValueId wo, ctx.weight(p + ".self_attn.o_proj.weight", {h, q_dim}));
+    KILN_ASSIGN_OR_RETURN(ir::ValueId bq, bias(p + ".self_attn.q_proj.bias", q_dim, qkv_bias));
+    KILN_ASSIGN_OR_RETURN(ir::ValueId bk, bias(p + ".self_attn.k_proj.bias", kv_dim, qkv_bias));
+    KILN_ASSIGN_OR_RETURN(ir::ValueId bv, bias(p + ".self_attn.v_proj.bias", kv_dim, qkv_bias));
+    KILN_ASSIGN_OR_RETURN(ir::ValueId bo, bias(p + ".self_attn.o_proj.bias", h, o_bias));
+    KILN_ASSIGN_OR_RETURN(ir::ValueId ln2, ctx.weight(p + ".post_attention_layernorm.weight", {h}));
+    const int64_t inter = c.intermediate_size;
+    KILN_ASSIGN_OR_RETURN(ir::ValueId wg, ctx.weight(p + ".mlp.gate_proj.weight", {inter, h}));
+    KILN_ASSIGN_OR_RETURN(ir::ValueId wu, ctx.weight(p + ".mlp.up_proj.weight", {inter, h}));
+    KILN_ASSIGN_OR_RETURN(ir::ValueId wd, ctx.weight(p + ".mlp.down_proj.weight", {h, inter}));
+    KILN_ASSIGN_OR_RETURN(ir::ValueId bg, bias(p + ".mlp.gate_proj.bias", inter, c.mlp_bias));
+    KILN_ASSIGN_OR_RETURN(ir::ValueId bu, bias(p + ".mlp.up_proj.bias", inter, c.mlp_bias));
+    KILN_ASSIGN_OR_RETURN(ir::ValueId bd, bias(p + ".mlp.down_proj.bias", h, c.mlp_bias));
+
+    ir::ValueId a = graph.add_node1("rms_norm", n + ".input_norm", {x, ln1}, {{"eps", eps}});
+    ir::ValueId q = ctx.linear(n + ".q_proj", a, wq, bq);
+    ir::ValueId k = ctx.linear(n + ".k_proj", a, wk, bk);
+    ir::ValueId v = ctx.linear(n + ".v_proj", a, wv, bv);
+    ir::ValueId att = ctx.attention(n, l, q, k, v);
+    ir::ValueId o = ctx.linear(n + ".o_proj", att, wo, bo);
+    x = graph.add_node1("add", n + ".attn_residual", {x, o});
+
+    ir::ValueId m = graph.add_node1("rms_norm", n + ".post_attention_norm", {x, ln2}, {{"eps", eps}});
+    ir::ValueId g = ctx.linear(n + ".gate_proj", m, wg, bg);
+    ir::ValueId u = ctx.linear(n + ".up_proj", m, wu, bu);
+    ir::ValueId s = graph.add_node1("silu", n + ".act", {g});
+    ir::ValueId gu = graph.add_node1("mul", n + ".gate_mul", {s, u});
+    ir::ValueId d = ctx.linear(n + ".down_proj", gu, wd, bd);
+    x = graph.add_node1("add", n + ".mlp_residual", {x, d});
+  }
+  KILN_ASSIGN_OR_RETURN(ir::ValueId norm, ctx.weight("model.norm.weight", {h}));
+  x = graph.add_node1("rms_norm", "final_norm", {x, norm}, {{"eps", eps}});
+  ir::ValueId head = embed;
+  if (!c.tie_word_embeddings) {
+    KILN_ASSIGN_OR_RETURN(head, ctx.weight("lm_head.weight", {c.vocab_size, h}));
+  }
+  ctx.lm_head(x, head);
+  return graph;
+}
+
+}  // namespace kiln::formats

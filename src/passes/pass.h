@@ -1,0 +1,60 @@
+// The build's compiler passes. Each pass is one file with `Status run_<name>(Graph&, const PassContext&)`;
+// the pipeline (pipeline.h) runs them as a named list. Passes mutate the graph in place and never
+// touch weight contents directly: they compose WeightLoaders, which the engine writer runs once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "ir/graph.h"
+
+namespace kiln::passes {
+
+// What the user asked `kiln build` for.
+struct BuildOptions {
+  ir::WeightFormat matmul_format = ir::WeightFormat::kF32;  // linear layers and embeddings
+  int64_t max_seq_len = 2048;
+  int64_t max_batch_tokens = 512;
+  bool autotune = true;
+  // Store f32 weights that have been through matmul_format's rounding and back ("fake
+  // quantisation"): the engine computes exactly what a quantised one should, in f32, which is
+  // how tests separate quantisation error from kernel error.
+  bool simulate_quantization = false;
+};
+
+// Kernel timing on the build machine, implemented by a backend (backends/cpu). Passes see only this.
+class KernelTuner {
+ public:
+  virtual ~KernelTuner() = default;
+  virtual std::string target() const = 0;  // e.g. "cpu-avx2"
+  // Kernel names that can compute a matmul with weights in `format`, best guess first.
+  virtual std::vector<std::string> matmul_candidates(ir::WeightFormat format) const = 0;
+  // Median seconds of one [m, k] x [n, k]^T product with `kernel` on random data.
+  virtual double time_matmul(const std::string& kernel, ir::WeightFormat format, int64_t m, int64_t n,
+                             int64_t k) = 0;
+};
+
+struct PassContext {
+  BuildOptions options;
+  KernelTuner* tuner = nullptr;                  // may be null: then the first candidate is taken
+  std::function<void(const std::string&)> log;  // optional notes for the user (fallbacks, choices)
+  void note(const std::string& message) const {
+    if (log) log(message);
+  }
+};
+
+Status run_fold_constants(ir::Graph& graph, const PassContext& ctx);
+Status run_eliminate_dead_nodes(ir::Graph& graph, const PassContext& ctx);
+Status run_fuse_sibling_matmuls(ir::Graph& graph, const PassContext& ctx);
+Status run_fuse_silu_mul(ir::Graph& graph, const PassContext& ctx);
+Status run_assign_precision(ir::Graph& graph, const PassContext& ctx);
+Status run_select_kernels(ir::Graph& graph, const PassContext& ctx);
+Status run_plan_memory(ir::Graph& graph, const PassContext& ctx);
+
+// Removes nodes in `dead` (indices) from the graph, keeping order.
+void erase_nodes(ir::Graph& graph, const std::vector<bool>& dead);
+
+}  // namespace kiln::passes

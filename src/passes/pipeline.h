@@ -1,0 +1,25 @@
+// The named pass list of `kiln build`, in order, and the driver that runs it.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "passes/pass.h"
+
+namespace kiln::passes {
+
+struct Pass {
+  std::string name;
+  Status (*run)(ir::Graph&, const PassContext&);
+};
+
+const std::vector<Pass>& default_pipeline();
+
+// Runs every pass, verifying the graph after each. If dump_after names a pass, the graph is
+// printed to `dump` after it ("all" dumps after every pass). on_pass(i, n, name) reports progress.
+Status run_pipeline(ir::Graph& graph, const PassContext& ctx, const std::string& dump_after,
+                    const std::function<void(const std::string&)>& dump,
+                    const std::function<void(size_t, size_t, const std::string&)>& on_pass);
+
+}  // namespace kiln::passes

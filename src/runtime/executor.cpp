@@ -1,0 +1,118 @@
+#include "runtime/executor.h"
+
+#include <cstring>
+
+namespace kiln::runtime {
+
+Executor::Executor(const LoadedModel& model, Backend& backend) : model_(model), backend_(backend) {}
+
+Expected<std::unique_ptr<Executor>> Executor::create(const LoadedModel& model, Backend& backend) {
+  KILN_RETURN_IF_ERROR(backend.check_target(model.file().header().target));
+  KILN_RETURN_IF_ERROR(backend.prepare(model.graph()));
+  std::unique_ptr<Executor> ex(new Executor(model, backend));
+  ex->max_tokens_ = model.facts().max_batch_tokens;
+  // 16 floats of slack per token keep the base 64-byte aligned after rounding up.
+  const auto floats = static_cast<size_t>((model.graph().arena_per_token() + 16) * ex->max_tokens_);
+  ex->arena_storage_.assign(floats, 0.0f);
+  auto base = reinterpret_cast<uintptr_t>(ex->arena_storage_.data());
+  ex->arena_ = reinterpret_cast<float*>((base + 63) & ~uintptr_t{63});
+  return ex;
+}
+
+KvCacheSpec Executor::kv_cache_spec(int64_t num_blocks, int64_t block_size) const {
+  KvCacheSpec spec;
+  spec.num_layers = model_.facts().num_layers;
+  spec.num_kv_heads = model_.facts().num_kv_heads;
+  spec.head_dim = model_.facts().head_dim;
+  spec.block_size = block_size;
+  spec.num_blocks = num_blocks;
+  return spec;
+}
+
+Expected<std::span<const float>> Executor::step(std::span<const SequenceStep> seqs, KvCache& cache) {
+  const ModelFacts& facts = model_.facts();
+  if (seqs.empty()) return invalid_argument("a step needs at least one sequence");
+  const KvCacheSpec& spec = cache.spec();
+  if (spec.num_layers != facts.num_layers || spec.num_kv_heads != facts.num_kv_heads ||
+      spec.head_dim != facts.head_dim) {
+    return invalid_argument("the KV cache was made for another model");
+  }
+  positions_.clear();
+  ids_.clear();
+  logit_rows_.clear();
+  query_start_.assign(1, 0);
+  context_len_.clear();
+  tables_.clear();
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const SequenceStep& seq = seqs[s];
+    const std::string which = "sequence " + std::to_string(s) + ": ";
+    const auto n = static_cast<int64_t>(seq.tokens.size());
+    if (n == 0) return invalid_argument(which + "no new tokens");
+    if (seq.context_len < 0) return invalid_argument(which + "negative context length");
+    const int64_t end = seq.context_len + n;
+    if (end > facts.max_seq_len) {
+      return invalid_argument(which + std::to_string(end) + " tokens exceed the engine's max sequence length " +
+                              std::to_string(facts.max_seq_len) + " (rebuild with a larger --max-seq-len)");
+    }
+    if (static_cast<int64_t>(seq.block_table.size()) * spec.block_size < end) {
+      return invalid_argument(which + "block table covers fewer than " + std::to_string(end) + " positions");
+    }
+    for (int32_t b : seq.block_table) {
+      if (b < 0 || b >= spec.num_blocks) return invalid_argument(which + "block id " + std::to_string(b) + " out of range");
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t id = seq.tokens[static_cast<size_t>(i)];
+      if (id < 0 || id >= facts.vocab_size) {
+        return invalid_argument(which + "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                std::to_string(facts.vocab_size) + ")");
+      }
+      ids_.push_back(id);
+      positions_.push_back(static_cast<int32_t>(seq.context_len + i));
+      if (seq.all_logits || i == n - 1) logit_rows_.push_back(static_cast<int32_t>(ids_.size() - 1));
+    }
+    query_start_.push_back(static_cast<int32_t>(ids_.size()));
+    context_len_.push_back(static_cast<int32_t>(seq.context_len));
+    tables_.push_back(seq.block_table.data());
+  }
+  const auto num_tokens = static_cast<int64_t>(ids_.size());
+  if (num_tokens > max_tokens_) {
+    return invalid_argument("a step of " + std::to_string(num_tokens) + " tokens exceeds the engine's " +
+                            std::to_string(max_tokens_) + " (split it, or rebuild with a larger --max-batch-tokens)");
+  }
+
+  StepView view;
+  view.num_tokens = num_tokens;
+  view.num_rows = static_cast<int64_t>(logit_rows_.size());
+  view.num_seqs = static_cast<int64_t>(seqs.size());
+  view.positions = positions_.data();
+  view.query_start = query_start_.data();
+  view.context_len = context_len_.data();
+  view.block_tables = tables_.data();
+  view.kv_cache = &cache;
+
+  const ir::Graph& graph = model_.graph();
+  auto buffer = [&](ir::ValueId id) -> void* {
+    const ir::Value& v = graph.value(id);
+    if (v.is_weight) return const_cast<std::byte*>(graph.weights().at(v.name).stored.data());
+    return arena_ + v.arena_offset * max_tokens_;
+  };
+  // Graph inputs: ids, positions, logit_rows (by name, as the builders create them).
+  for (ir::ValueId id : graph.inputs()) {
+    const std::string& name = graph.value(id).name;
+    const std::vector<int32_t>& src = name == "ids" ? ids_ : name == "positions" ? positions_ : logit_rows_;
+    std::memcpy(buffer(id), src.data(), src.size() * sizeof(int32_t));
+  }
+  NodeBuffers buffers;
+  for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    const ir::Node& node = graph.nodes()[i];
+    buffers.inputs.clear();
+    buffers.outputs.clear();
+    for (ir::ValueId in : node.inputs) buffers.inputs.push_back(buffer(in));
+    for (ir::ValueId out : node.outputs) buffers.outputs.push_back(buffer(out));
+    backend_.run_node(i, buffers, view);
+  }
+  const auto* logits = static_cast<const float*>(buffer(graph.outputs()[0]));
+  return std::span<const float>(logits, static_cast<size_t>(view.num_rows * facts.vocab_size));
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,49 @@
+// The executor runs one forward step of a loaded engine over a ragged batch: several sequences,
+// each with its own number of new tokens (prefill chunks and single decode tokens mixed) and its
+// own block table into the paged KV cache. It owns the activation arena (sized once from the
+// engine's memory plan and max_tokens) and validates every step before touching the cache.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "runtime/kv_cache.h"
+#include "runtime/loaded_model.h"
+
+namespace kiln::runtime {
+
+struct SequenceStep {
+  std::span<const int32_t> tokens;       // the new tokens of this step
+  int64_t context_len = 0;               // tokens of this sequence already in the cache
+  std::span<const int32_t> block_table;  // covers positions [0, context_len + tokens.size())
+  bool all_logits = false;               // logits for every new token, else only for the last
+};
+
+class Executor {
+ public:
+  // The model and backend must outlive the executor; the backend is prepared for the model.
+  static Expected<std::unique_ptr<Executor>> create(const LoadedModel& model, Backend& backend);
+
+  // Runs the step and returns logits [rows, vocab]: for each sequence in order, one row per new
+  // token if all_logits, else one row for its last token. The span is valid until the next step.
+  Expected<std::span<const float>> step(std::span<const SequenceStep> seqs, KvCache& cache);
+
+  // A KV cache spec for this model holding `num_blocks` blocks.
+  KvCacheSpec kv_cache_spec(int64_t num_blocks, int64_t block_size = 16) const;
+  int64_t max_tokens() const { return max_tokens_; }
+
+ private:
+  Executor(const LoadedModel& model, Backend& backend);
+
+  const LoadedModel& model_;
+  Backend& backend_;
+  int64_t max_tokens_ = 0;
+  std::vector<float, std::allocator<float>> arena_storage_;
+  float* arena_ = nullptr;
+  std::vector<int32_t> positions_, query_start_, context_len_, logit_rows_, ids_;
+  std::vector<const int32_t*> tables_;
+};
+
+}  // namespace kiln::runtime

@@ -1,0 +1,47 @@
+#include "runtime/loaded_model.h"
+
+namespace kiln::runtime {
+
+std::string weight_blob_name(const std::string& weight) { return "weight/" + weight; }
+std::string file_blob_name(const std::string& file) { return "file/" + file; }
+
+Expected<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path, bool verify_checksum) {
+  KILN_ASSIGN_OR_RETURN(engine::EngineFile file, engine::EngineFile::open(path, {.verify_checksum = verify_checksum}));
+  std::unique_ptr<LoadedModel> model(new LoadedModel(std::move(file)));
+  const nlohmann::json& meta = model->file_.metadata();
+  if (!meta.contains("graph") || !meta.contains("model")) {
+    return invalid_argument(path + " has no graph or model section; rebuild it with `kiln build`");
+  }
+  KILN_ASSIGN_OR_RETURN(model->graph_, ir::graph_from_json(meta.at("graph")));
+  for (auto& [name, w] : model->graph_.weights()) {
+    auto bytes = model->file_.blob(weight_blob_name(name));
+    const size_t want = static_cast<size_t>(w.rows()) * ir::weight_format_row_bytes(w.format, w.cols());
+    if (bytes.size() != want) {
+      return invalid_argument(path + ": weight '" + name + "' holds " + std::to_string(bytes.size()) +
+                              " bytes, its shape and format need " + std::to_string(want) +
+                              "; the file is damaged — rebuild it with `kiln build`");
+    }
+    w.stored = bytes;
+    model->weight_bytes_ += bytes.size();
+  }
+  try {
+    const auto& m = meta.at("model");
+    ModelFacts& f = model->facts_;
+    f.architecture = m.at("architecture").get<std::string>();
+    f.vocab_size = m.at("vocab_size").get<int64_t>();
+    f.max_seq_len = m.at("max_seq_len").get<int64_t>();
+    f.max_batch_tokens = m.at("max_batch_tokens").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_argument(path + ": malformed model section (" + e.what() + "); rebuild it with `kiln build`");
+  }
+  for (const auto& node : model->graph_.nodes()) {
+    if (node.op != "attention") continue;
+    ModelFacts& f = model->facts_;
+    f.num_layers = std::max(f.num_layers, node.attr_int("layer") + 1);
+    f.num_kv_heads = node.attr_int("num_kv_heads");
+    f.head_dim = node.attr_int("head_dim");
+  }
+  return model;
+}
+
+}  // namespace kiln::runtime

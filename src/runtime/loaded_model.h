@@ -1,0 +1,50 @@
+// A loaded engine: the mapped engine file, its parsed graph with every weight bound to its bytes
+// in the mapping (no copy), and the model facts the runtime needs. Immutable once loaded; it
+// owns the mapping, so it must outlive every Executor that runs it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "engine/engine_file.h"
+#include "ir/graph.h"
+#include "nlohmann/json.hpp"
+
+namespace kiln::runtime {
+
+struct ModelFacts {
+  std::string architecture;
+  int64_t vocab_size = 0;
+  int64_t max_seq_len = 0;        // longest sequence the engine was built for
+  int64_t max_batch_tokens = 0;   // most tokens in one step the engine was built for
+  int64_t num_layers = 0;         // layers with a KV cache
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+class LoadedModel {
+ public:
+  static Expected<std::unique_ptr<LoadedModel>> load(const std::string& path, bool verify_checksum = true);
+
+  const engine::EngineFile& file() const { return file_; }
+  const ir::Graph& graph() const { return graph_; }
+  const ModelFacts& facts() const { return facts_; }
+  const nlohmann::json& metadata() const { return file_.metadata(); }
+  // Bytes of weights read by one forward step (every stored weight once).
+  uint64_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  explicit LoadedModel(engine::EngineFile file) : file_(std::move(file)) {}
+
+  engine::EngineFile file_;
+  ir::Graph graph_;
+  ModelFacts facts_;
+  uint64_t weight_bytes_ = 0;
+};
+
+// Blob names inside the engine file.
+std::string weight_blob_name(const std::string& weight);
+std::string file_blob_name(const std::string& file);
+
+}  // namespace kiln::runtime

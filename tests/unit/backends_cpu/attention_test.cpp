@@ -1,0 +1,429 @@
+#include "backends/cpu/attention.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cpu/cpu_isa.h"
+
+namespace kiln::cpu {
+namespace {
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+
+struct Shape {
+  int64_t num_heads = 4;
+  int64_t num_kv_heads = 2;
+  int64_t head_dim = 64;
+  int64_t block_size = 16;
+  int64_t window = 0;
+  bool alibi = false;
+
+  float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
+  std::string str() const {
+    return "heads " + std::to_string(num_heads) + "/" + std::to_string(num_kv_heads) + " dim " +
+           std::to_string(head_dim) + " block " + std::to_string(block_size) + " window " +
+           std::to_string(window) + (alibi ? " alibi" : "");
+  }
+};
+
+// All tokens of one sequence: q: [len, num_heads*head_dim], k, v: [len, num_kv_heads*head_dim].
+struct Seq {
+  int64_t len = 0;
+  std::vector<float> q, k, v;
+};
+
+Seq make_seq(const Shape& s, int64_t len, uint32_t seed, float q_gain = 2.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Seq seq;
+  seq.len = len;
+  seq.q.resize(static_cast<size_t>(len * s.num_heads * s.head_dim));
+  seq.k.resize(static_cast<size_t>(len * s.num_kv_heads * s.head_dim));
+  seq.v.resize(seq.k.size());
+  for (float& x : seq.q) x = q_gain * dist(rng);
+  for (float& x : seq.k) x = dist(rng);
+  for (float& x : seq.v) x = dist(rng);
+  return seq;
+}
+
+// Dense attention in double over the whole sequence, for the query rows [first, len):
+// out: [len, num_heads*head_dim] (rows before `first` left at 0).
+std::vector<double> dense_reference(const Shape& s, const Seq& seq, int64_t first = 0) {
+  const std::vector<float> slopes = s.alibi ? alibi_slopes(s.num_heads) : std::vector<float>();
+  const int64_t hd = s.head_dim, group = s.num_heads / s.num_kv_heads;
+  const int64_t q_row = s.num_heads * hd, kv_row = s.num_kv_heads * hd;
+  std::vector<double> out(static_cast<size_t>(seq.len * q_row), 0.0);
+  std::vector<double> p;
+  for (int64_t pos = first; pos < seq.len; ++pos) {
+    for (int64_t h = 0; h < s.num_heads; ++h) {
+      const float* q = seq.q.data() + pos * q_row + h * hd;
+      const int64_t kvh = h / group;
+      // HF Mistral: key kpos is visible from pos iff pos - kpos < window.
+      int64_t lo = 0;
+      while (s.window > 0 && pos - lo >= s.window) ++lo;
+      p.assign(static_cast<size_t>(pos - lo + 1), 0.0);
+      double max_score = -1e300;
+      for (int64_t kp = lo; kp <= pos; ++kp) {
+        const float* k = seq.k.data() + kp * kv_row + kvh * hd;
+        double dot = 0.0;
+        for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * k[d];
+        double score = dot * s.scale();
+        if (s.alibi) {
+          score += static_cast<double>(slopes[static_cast<size_t>(h)]) *
+                   static_cast<double>(kp - pos);
+        }
+        p[static_cast<size_t>(kp - lo)] = score;
+        max_score = std::max(max_score, score);
+      }
+      double sum = 0.0;
+      for (double& x : p) sum += (x = std::exp(x - max_score));
+      for (int64_t kp = lo; kp <= pos; ++kp) {
+        const float* v = seq.v.data() + kp * kv_row + kvh * hd;
+        const double w = p[static_cast<size_t>(kp - lo)] / sum;
+        double* o = out.data() + pos * q_row + h * hd;
+        for (int64_t d = 0; d < hd; ++d) o[d] += w * v[d];
+      }
+    }
+  }
+  return out;
+}
+
+// A paged cache shared by a set of sequences, each with its own block table drawn from a
+// shuffled pool, so a sequence's blocks are scattered and out of order. The cache starts as NaN:
+// reading a slot that was never written poisons the output.
+class PagedHarness {
+ public:
+  PagedHarness(const Shape& shape, std::vector<const Seq*> seqs, uint32_t seed)
+      : shape_(shape), seqs_(std::move(seqs)) {
+    int64_t needed = 0;
+    for (const Seq* s : seqs_) needed += (s->len + shape.block_size - 1) / shape.block_size;
+    num_blocks_ = needed + 3;
+    std::vector<int32_t> pool(static_cast<size_t>(num_blocks_));
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), std::mt19937(seed));
+    size_t next = 0;
+    for (const Seq* s : seqs_) {
+      std::vector<int32_t> table;
+      for (int64_t i = 0; i < (s->len + shape.block_size - 1) / shape.block_size; ++i) {
+        table.push_back(pool[next++]);
+      }
+      tables_.push_back(std::move(table));
+      outputs_.emplace_back(static_cast<size_t>(s->len * shape.num_heads * shape.head_dim), kNan);
+      progress_.push_back(0);
+    }
+    const auto cache_size =
+        static_cast<size_t>(num_blocks_ * shape.block_size * shape.num_kv_heads * shape.head_dim);
+    cache_k_.assign(cache_size, kNan);
+    cache_v_.assign(cache_size, kNan);
+    slopes_ = shape.alibi ? alibi_slopes(shape.num_heads) : std::vector<float>();
+  }
+
+  // Feeds the next `count` tokens of each listed sequence as one ragged step. q, k and v travel
+  // in one fused buffer, [t, (heads + 2 kv_heads) * head_dim], as a fused QKV matmul leaves them.
+  void step(const std::vector<std::pair<int, int64_t>>& parts) {
+    const int64_t hd = shape_.head_dim;
+    const int64_t q_cols = shape_.num_heads * hd, kv_cols = shape_.num_kv_heads * hd;
+    const int64_t stride = q_cols + 2 * kv_cols;
+    int64_t t = 0;
+    for (const auto& [s, n] : parts) t += n;
+    std::vector<float> qkv(static_cast<size_t>(t * stride), kNan);
+    std::vector<int32_t> query_start = {0};
+    std::vector<int32_t> context_len;
+    std::vector<const int32_t*> tables;
+    int64_t row = 0;
+    for (const auto& [s, n] : parts) {
+      const Seq& seq = *seqs_[static_cast<size_t>(s)];
+      const int64_t first = progress_[static_cast<size_t>(s)];
+      for (int64_t i = 0; i < n; ++i, ++row) {
+        float* dst = qkv.data() + row * stride;
+        std::copy_n(seq.q.data() + (first + i) * q_cols, q_cols, dst);
+        std::copy_n(seq.k.data() + (first + i) * kv_cols, kv_cols, dst + q_cols);
+        std::copy_n(seq.v.data() + (first + i) * kv_cols, kv_cols, dst + q_cols + kv_cols);
+      }
+      query_start.push_back(static_cast<int32_t>(row));
+      context_len.push_back(static_cast<int32_t>(first));
+      tables.push_back(tables_[static_cast<size_t>(s)].data());
+    }
+    std::vector<float> out(static_cast<size_t>(t * q_cols), kNan);
+    const AttentionBatch batch{static_cast<int64_t>(parts.size()), query_start.data(),
+                               context_len.data(), tables.data()};
+    AttentionShape shape;
+    shape.num_heads = shape_.num_heads;
+    shape.num_kv_heads = shape_.num_kv_heads;
+    shape.head_dim = hd;
+    shape.scale = shape_.scale();
+    shape.sliding_window = shape_.window;
+    shape.alibi_slopes = shape_.alibi ? slopes_.data() : nullptr;
+    const KvCacheLayer cache{cache_k_.data(), cache_v_.data(), num_blocks_, shape_.block_size};
+    attention(qkv.data(), stride, qkv.data() + q_cols, stride, qkv.data() + q_cols + kv_cols,
+              stride, batch, shape, cache, out.data());
+    row = 0;
+    for (const auto& [s, n] : parts) {
+      auto& dst = outputs_[static_cast<size_t>(s)];
+      std::copy_n(out.data() + row * q_cols, n * q_cols,
+                  dst.data() + progress_[static_cast<size_t>(s)] * q_cols);
+      progress_[static_cast<size_t>(s)] += n;
+      row += n;
+    }
+  }
+
+  // Writes the next `count` tokens of sequence s into the cache without attending.
+  void store_only(int s, int64_t count) {
+    const Seq& seq = *seqs_[static_cast<size_t>(s)];
+    const int64_t first = progress_[static_cast<size_t>(s)];
+    const int64_t kv_cols = shape_.num_kv_heads * shape_.head_dim;
+    const int32_t query_start[2] = {0, static_cast<int32_t>(count)};
+    const auto context = static_cast<int32_t>(first);
+    const int32_t* table = tables_[static_cast<size_t>(s)].data();
+    const AttentionBatch batch{1, query_start, &context, &table};
+    kv_cache_store(seq.k.data() + first * kv_cols, kv_cols, seq.v.data() + first * kv_cols, kv_cols,
+                   batch, shape_.num_kv_heads, shape_.head_dim,
+                   KvCacheLayer{cache_k_.data(), cache_v_.data(), num_blocks_, shape_.block_size});
+    progress_[static_cast<size_t>(s)] += count;
+  }
+
+  const std::vector<float>& output(int s) const { return outputs_[static_cast<size_t>(s)]; }
+
+ private:
+  Shape shape_;
+  std::vector<const Seq*> seqs_;
+  int64_t num_blocks_ = 0;
+  std::vector<std::vector<int32_t>> tables_;
+  std::vector<std::vector<float>> outputs_;
+  std::vector<int64_t> progress_;
+  std::vector<float> cache_k_, cache_v_, slopes_;
+};
+
+// Runs fn once per kernel path this CPU has (scalar always, AVX2 where supported).
+void for_each_isa(const std::function<void()>& fn) {
+  std::vector<Isa> isas = {Isa::kScalar};
+  if (isa_detect() >= Isa::kAvx2) isas.push_back(Isa::kAvx2);
+  for (Isa isa : isas) {
+    SCOPED_TRACE(std::string("isa ") + std::string(isa_name(isa)));
+    ASSERT_TRUE(isa_override(isa).is_ok());
+    fn();
+    ASSERT_TRUE(isa_override(std::nullopt).is_ok());
+  }
+}
+
+void expect_matches_reference(const std::vector<float>& got, const std::vector<double>& want,
+                              size_t first = 0, double tol = 1e-5) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = first; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0, std::fabs(want[i]))) << "element " << i;
+  }
+}
+
+TEST(Attention, PrefillMatchesDenseReference) {
+  for_each_isa([] {
+    for (int64_t ratio : {1, 2, 4}) {
+      for (int64_t head_dim : {64, 80, 128}) {
+        for (int64_t block_size : {16, 1}) {
+          Shape s;
+          s.num_kv_heads = 2;
+          s.num_heads = 2 * ratio;
+          s.head_dim = head_dim;
+          s.block_size = block_size;
+          SCOPED_TRACE(s.str());
+          const Seq seq =
+              make_seq(s, 37, static_cast<uint32_t>(ratio * 1000 + head_dim + block_size));
+          PagedHarness run(s, {&seq}, 1);
+          run.step({{0, seq.len}});
+          expect_matches_reference(run.output(0), dense_reference(s, seq));
+        }
+      }
+    }
+  });
+}
+
+TEST(Attention, StepSplitsGiveIdenticalBits) {
+  for_each_isa([] {
+    for (int64_t block_size : {16, 1}) {
+      for (int64_t window : {0, 6}) {
+        Shape s;
+        s.num_heads = 8;
+        s.num_kv_heads = 2;
+        s.head_dim = 80;
+        s.block_size = block_size;
+        s.window = window;
+        SCOPED_TRACE(s.str());
+        const Seq seq = make_seq(s, 45, 77);
+        PagedHarness whole(s, {&seq}, 2);
+        whole.step({{0, 45}});
+        expect_matches_reference(whole.output(0), dense_reference(s, seq));
+
+        PagedHarness singles(s, {&seq}, 3);
+        for (int i = 0; i < 45; ++i) singles.step({{0, 1}});
+        EXPECT_EQ(singles.output(0), whole.output(0)) << "one token per step";
+
+        PagedHarness chunks(s, {&seq}, 4);
+        for (int64_t n : {7, 1, 16, 3, 18}) chunks.step({{0, n}});
+        EXPECT_EQ(chunks.output(0), whole.output(0)) << "chunked prefill";
+      }
+    }
+  });
+}
+
+TEST(Attention, RaggedBatchMatchesEachSequenceAlone) {
+  for_each_isa([] {
+    for (int64_t block_size : {16, 1}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        Shape s;
+        s.num_heads = 4;
+        s.num_kv_heads = 1;
+        s.head_dim = 64;
+        s.block_size = block_size;
+        s.window = variant == 1 ? 9 : 0;
+        s.alibi = variant == 2;
+        SCOPED_TRACE(s.str());
+        const Seq a = make_seq(s, 29, 10), b = make_seq(s, 3, 11), c = make_seq(s, 52, 12);
+        PagedHarness batched(s, {&a, &b, &c}, 5);
+        batched.step({{0, 10}, {1, 1}, {2, 20}});
+        batched.step({{2, 17}, {0, 1}});
+        batched.step({{1, 2}, {0, 18}, {2, 1}});
+        batched.step({{2, 14}});
+        const Seq* seqs[] = {&a, &b, &c};
+        for (int i = 0; i < 3; ++i) {
+          PagedHarness alone(s, {seqs[i]}, static_cast<uint32_t>(20 + i));
+          alone.step({{0, seqs[i]->len}});
+          EXPECT_EQ(batched.output(i), alone.output(0)) << "sequence " << i;
+          expect_matches_reference(batched.output(i), dense_reference(s, *seqs[i]));
+        }
+      }
+    }
+  });
+}
+
+TEST(Attention, SlidingWindowMatchesReference) {
+  for_each_isa([] {
+    for (int64_t block_size : {16, 1}) {
+      for (int64_t window : {1, 5, 16, 17, 100}) {
+        Shape s;
+        s.num_heads = 4;
+        s.num_kv_heads = 2;
+        s.head_dim = 128;
+        s.block_size = block_size;
+        s.window = window;
+        SCOPED_TRACE(s.str());
+        const Seq seq = make_seq(s, 40, static_cast<uint32_t>(window));
+        PagedHarness run(s, {&seq}, 6);
+        for (int64_t n : {13, 1, 26}) run.step({{0, n}});
+        expect_matches_reference(run.output(0), dense_reference(s, seq));
+        if (window == 1) {
+          // Each token sees only itself: the output is its own value row, exactly.
+          const int64_t hd = s.head_dim, group = s.num_heads / s.num_kv_heads;
+          for (int64_t pos = 0; pos < seq.len; ++pos) {
+            for (int64_t h = 0; h < s.num_heads; ++h) {
+              for (int64_t d = 0; d < hd; ++d) {
+                ASSERT_EQ(run.output(0)[static_cast<size_t>((pos * s.num_heads + h) * hd + d)],
+                          seq.v[static_cast<size_t>((pos * s.num_kv_heads + h / group) * hd + d)]);
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(Attention, AlibiMatchesReference) {
+  for_each_isa([] {
+    for (int64_t window : {0, 9}) {
+      Shape s;
+      s.num_heads = 6;  // not a power of two: exercises the interleaved slopes
+      s.num_kv_heads = 3;
+      s.head_dim = 80;
+      s.block_size = 16;
+      s.window = window;
+      s.alibi = true;
+      SCOPED_TRACE(s.str());
+      const Seq seq = make_seq(s, 33, 99);
+      PagedHarness run(s, {&seq}, 7);
+      run.step({{0, 20}});
+      run.step({{0, 13}});
+      expect_matches_reference(run.output(0), dense_reference(s, seq));
+    }
+  });
+}
+
+TEST(Attention, LongContextDecode) {
+  // Decode after 3000 cached tokens, with sharp scores (a large query gain), so the softmax
+  // spans many orders of magnitude and the exponential's accuracy over its range shows.
+  for_each_isa([] {
+    Shape s;
+    s.num_heads = 4;
+    s.num_kv_heads = 1;
+    s.head_dim = 128;
+    s.block_size = 16;
+    const Seq seq = make_seq(s, 3001, 5, 8.0f);
+    PagedHarness run(s, {&seq}, 8);
+    run.store_only(0, 2999);
+    run.step({{0, 1}});
+    run.step({{0, 1}});
+    const auto want = dense_reference(s, seq, 2999);
+    const size_t first = static_cast<size_t>(2999 * s.num_heads * s.head_dim);
+    expect_matches_reference(run.output(0), want, first, 2e-5);
+  });
+}
+
+TEST(Attention, ThreadCountDoesNotChangeBits) {
+  // How a kv head's query heads are split into tasks depends on the thread count; the bits must
+  // not. A decode row (few tasks, heads split) and a prefill (many tasks, heads kept together).
+  for_each_isa([] {
+    Shape s;
+    s.num_heads = 8;
+    s.num_kv_heads = 2;
+    s.head_dim = 64;
+    const Seq seq = make_seq(s, 40, 31);
+    std::vector<std::vector<float>> results;
+    const int saved = omp_get_max_threads();
+    for (int threads : {1, 3, 8}) {
+      omp_set_num_threads(threads);
+      PagedHarness run(s, {&seq}, 9);
+      run.step({{0, 38}});
+      run.step({{0, 1}});
+      run.step({{0, 1}});
+      results.push_back(run.output(0));
+    }
+    omp_set_num_threads(saved);
+    EXPECT_EQ(results[1], results[0]);
+    EXPECT_EQ(results[2], results[0]);
+    expect_matches_reference(results[0], dense_reference(s, seq));
+  });
+}
+
+TEST(AlibiSlopes, MatchTheBaichuanFormula) {
+  // Powers of two: 2^(-8/n), 2^(-16/n), ...; n = 8 gives 1/2, 1/4, ..., 1/256 exactly.
+  const auto eight = alibi_slopes(8);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(eight[static_cast<size_t>(i)], std::ldexp(1.0f, -(i + 1)));
+  for (int64_t n = 1; n <= 40; ++n) {
+    SCOPED_TRACE("heads " + std::to_string(n));
+    const auto slopes = alibi_slopes(n);
+    ASSERT_EQ(static_cast<int64_t>(slopes.size()), n);
+    int64_t c = 1;
+    while (c * 2 <= n) c *= 2;
+    for (int64_t i = 0; i < n; ++i) {
+      // The first c heads: 2^(-8 (i+1) / c). The rest: heads 1, 3, 5, ... of 2c.
+      const auto fc = static_cast<double>(c);
+      const double want = i < c ? std::exp2(-8.0 * static_cast<double>(i + 1) / fc)
+                                : std::exp2(-8.0 * static_cast<double>(2 * (i - c) + 1) / (2 * fc));
+      EXPECT_NEAR(slopes[static_cast<size_t>(i)], want, 1e-6 * want) << "head " << i;
+    }
+    std::vector<float> sorted = slopes;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()) << "slopes repeat";
+  }
+}
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -1,0 +1,152 @@
+// End-to-end tests of the `kiln` binary: what a user sees for good and bad inputs. Every bad
+// input must give exit status 1 and one line on stderr that names the problem.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "nlohmann/json.hpp"
+#include "support/npy_reader.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kGolden = std::string(KILN_SOURCE_DIR) + "/tests/golden/data/";
+
+struct Result {
+  int status = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result kiln(const std::string& args) {
+  const std::string cmd = std::string(KILN_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int raw = pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  return r;
+}
+
+void expect_user_error(const Result& r, const std::string& needle) {
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(r.out.rfind("kiln: ", 0), 0u) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << "one line expected: " << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.out;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kiln_cli_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // A copy of a golden checkpoint with its config.json edited by `edit`.
+  std::string edited_checkpoint(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+    const fs::path copy = dir_ / ("ckpt_" + name);
+    fs::copy(kGolden + name, copy, fs::copy_options::recursive);
+    std::ifstream in(copy / "config.json");
+    nlohmann::json config = nlohmann::json::parse(in);
+    in.close();
+    edit(config);
+    std::ofstream(copy / "config.json") << config.dump(2);
+    return copy.string();
+  }
+
+  std::string build_engine() {
+    const std::string engine = path("model.kiln");
+    Result r = kiln("build " + kGolden + "llama_gqa -o " + engine + " --no-autotune");
+    EXPECT_EQ(r.status, 0) << r.out;
+    return engine;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CliTest, BuildInspectAndEvalWork) {
+  const std::string engine = build_engine();
+  Result inspect = kiln("inspect " + engine);
+  ASSERT_EQ(inspect.status, 0) << inspect.out;
+  for (const char* s : {"target        cpu-", "LlamaForCausalLM", "kernels", "silu_mul", "attention"}) {
+    EXPECT_NE(inspect.out.find(s), std::string::npos) << s;
+  }
+  const std::string npy = path("logits.npy");
+  Result eval = kiln("eval " + engine + " --ids 5,6,7,8 --logits-out " + npy + " --generate 3");
+  ASSERT_EQ(eval.status, 0) << eval.out;
+  EXPECT_NE(eval.out.find("greedy: "), std::string::npos);
+  auto logits = testing::npy_read_f32(npy);
+  EXPECT_EQ(logits.shape, (std::vector<int64_t>{4, 384}));
+}
+
+TEST_F(CliTest, DumpAfterPrintsTheGraph) {
+  Result r = kiln("build " + kGolden + "gpt2 -o " + path("g.kiln") + " --no-autotune --dump-after fold_constants");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("== after fold_constants =="), std::string::npos);
+  EXPECT_EQ(r.out.find("transpose("), std::string::npos) << "transposes must be folded";
+  EXPECT_NE(r.out.find("gelu_tanh("), std::string::npos);
+}
+
+TEST_F(CliTest, BuildErrorsNameTheProblem) {
+  expect_user_error(kiln("build " + path("nowhere") + " -o " + path("x.kiln")), "nowhere is not a directory");
+  expect_user_error(kiln("build " + kGolden + "llama_gqa -o " + path("x.kiln") + " --dtype int3"), "--dtype");
+  expect_user_error(kiln("build " + kGolden + "llama_gqa -o " + path("x.kiln") + " --dtype int4 --group 64"), "--group");
+  expect_user_error(kiln("build " + kGolden + "gpt2 -o " + path("x.kiln") + " --max-seq-len 100000"), "n_positions");
+
+  auto more_layers = edited_checkpoint("llama_gqa", [](nlohmann::json& c) { c["num_hidden_layers"] = 3; });
+  expect_user_error(kiln("build " + more_layers + " -o " + path("x.kiln")), "model.layers.2.");
+  auto wider = edited_checkpoint("qwen2_tied", [](nlohmann::json& c) { c["intermediate_size"] = 999; });
+  expect_user_error(kiln("build " + wider + " -o " + path("x.kiln")), "has shape");
+  auto unknown = edited_checkpoint("gpt2", [](nlohmann::json& c) { c["architectures"] = {"FalconForCausalLM"}; });
+  expect_user_error(kiln("build " + unknown + " -o " + path("x.kiln")), "FalconForCausalLM");
+  EXPECT_FALSE(fs::exists(path("x.kiln"))) << "a failed build must leave no engine behind";
+}
+
+TEST_F(CliTest, DamagedEnginesAreRefusedWithAFix) {
+  const std::string engine = build_engine();
+  const auto size = fs::file_size(engine);
+  {
+    fs::copy_file(engine, path("short.kiln"));
+    fs::resize_file(path("short.kiln"), size - 100);
+    expect_user_error(kiln("inspect " + path("short.kiln")), "truncated");
+  }
+  {
+    fs::copy_file(engine, path("flipped.kiln"));
+    std::fstream f(path("flipped.kiln"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size - 10));
+    f.put('\x5a');
+    f.close();
+    expect_user_error(kiln("eval " + path("flipped.kiln") + " --ids 1"), "corrupt");
+  }
+  {
+    std::ofstream(path("text.kiln")) << "this is not an engine, just some text that is long enough";
+    expect_user_error(kiln("inspect " + path("text.kiln")), "not a Kiln engine");
+  }
+  expect_user_error(kiln("bench " + path("missing.kiln")), "missing.kiln");
+}
+
+TEST_F(CliTest, BadTokenIdsAreUserErrors) {
+  const std::string engine = build_engine();
+  expect_user_error(kiln("eval " + engine + " --ids 1,99999"), "outside the vocabulary");
+  expect_user_error(kiln("eval " + engine + " --ids 1,,2"), "empty item");
+  expect_user_error(kiln("eval " + engine + " --ids 1,x"), "'x' is not a token id");
+}
+
+}  // namespace
+}  // namespace kiln::cli

@@ -1,0 +1,158 @@
+// The executor and KV cache validate every step before touching the cache. These tests use a
+// backend that runs nothing, so they check the runtime's own logic in isolation.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "engine/engine_builder.h"
+#include "runtime/executor.h"
+#include "runtime/kv_cache.h"
+#include "runtime/loaded_model.h"
+
+namespace kiln::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+class OneKernelTuner : public passes::KernelTuner {
+ public:
+  std::string target() const override { return "cpu-scalar"; }
+  std::vector<std::string> matmul_candidates(ir::WeightFormat) const override { return {"any"}; }
+  double time_matmul(const std::string&, ir::WeightFormat, int64_t, int64_t, int64_t) override { return 1; }
+};
+
+class RecordingBackend : public Backend {
+ public:
+  std::string target() const override { return "cpu-scalar"; }
+  Status check_target(const std::string& t) const override {
+    return t == "cpu-scalar" ? Status::ok() : invalid_argument("wrong target " + t);
+  }
+  Status prepare(const ir::Graph& graph) override {
+    nodes = graph.nodes().size();
+    return Status::ok();
+  }
+  void run_node(size_t, const NodeBuffers&, const StepView& step) override {
+    ++runs;
+    last_tokens = step.num_tokens;
+    last_rows = step.num_rows;
+  }
+  size_t nodes = 0, runs = 0;
+  int64_t last_tokens = 0, last_rows = 0;
+};
+
+class ExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (fs::temp_directory_path() / ("kiln_executor_test_" + std::to_string(::getpid()) + ".kiln")).string();
+    OneKernelTuner tuner;
+    engine::EngineBuildRequest req;
+    req.model_dir = std::string(KILN_SOURCE_DIR) + "/tests/golden/data/llama_gqa";
+    req.output_path = path_;
+    req.options.max_batch_tokens = 16;
+    req.max_seq_len = 40;
+    engine::EngineBuildHooks hooks;
+    hooks.tuner = &tuner;
+    ASSERT_TRUE(engine::build_engine(req, hooks));
+    auto m = LoadedModel::load(path_);
+    ASSERT_TRUE(m) << m.status().message();
+    model_ = std::move(*m);
+    auto ex = Executor::create(*model_, backend_);
+    ASSERT_TRUE(ex) << ex.status().message();
+    executor_ = std::move(*ex);
+    cache_ = std::make_unique<KvCache>(executor_->kv_cache_spec(8, 4));
+  }
+  void TearDown() override { fs::remove(path_); }
+
+  Status run(std::vector<int32_t> tokens, int64_t context, std::vector<int32_t> table, bool all = false) {
+    SequenceStep s;
+    s.tokens = tokens;
+    s.context_len = context;
+    s.block_table = table;
+    s.all_logits = all;
+    return executor_->step({&s, 1}, *cache_).status();
+  }
+
+  std::string path_;
+  std::unique_ptr<LoadedModel> model_;
+  RecordingBackend backend_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<KvCache> cache_;
+};
+
+TEST_F(ExecutorTest, AValidStepRunsEveryNodeOnce) {
+  ASSERT_TRUE(run({1, 2, 3}, 0, {0}, true));
+  EXPECT_EQ(backend_.runs, backend_.nodes);
+  EXPECT_EQ(backend_.last_tokens, 3);
+  EXPECT_EQ(backend_.last_rows, 3);
+  ASSERT_TRUE(run({4}, 3, {0}));
+  EXPECT_EQ(backend_.last_rows, 1);
+}
+
+TEST_F(ExecutorTest, BadStepsAreRejectedWithoutRunningAnything) {
+  const struct {
+    std::vector<int32_t> tokens;
+    int64_t context;
+    std::vector<int32_t> table;
+    const char* expect;
+  } cases[] = {
+      {{1, 384}, 0, {0}, "outside the vocabulary"},
+      {{-1}, 0, {0}, "outside the vocabulary"},
+      {{}, 0, {0}, "no new tokens"},
+      {{1, 2, 3, 4, 5}, 0, {0}, "block table covers fewer"},
+      {{1}, 0, {99}, "out of range"},
+      {{1}, 40, {0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2}, "max sequence length"},
+      {std::vector<int32_t>(17, 1), 0, {0, 1, 2, 3, 4}, "exceeds the engine's 16"},
+      {{1}, -3, {0}, "negative context"},
+  };
+  for (const auto& c : cases) {
+    const size_t before = backend_.runs;
+    Status st = run(c.tokens, c.context, c.table);
+    ASSERT_FALSE(st) << c.expect;
+    EXPECT_NE(st.message().find(c.expect), std::string::npos) << st.message();
+    EXPECT_EQ(backend_.runs, before);
+  }
+}
+
+TEST_F(ExecutorTest, ACacheForAnotherModelIsRejected) {
+  KvCacheSpec spec = executor_->kv_cache_spec(4, 4);
+  spec.head_dim += 1;
+  KvCache other(spec);
+  SequenceStep s;
+  const std::vector<int32_t> tokens = {1};
+  const std::vector<int32_t> table = {0};
+  s.tokens = tokens;
+  s.block_table = table;
+  EXPECT_FALSE(executor_->step({&s, 1}, other));
+}
+
+TEST_F(ExecutorTest, AnEngineForAnotherTargetIsRefusedByTheBackend) {
+  struct OtherBackend : RecordingBackend {
+    Status check_target(const std::string& t) const override { return invalid_argument("built for " + t); }
+  } other;
+  auto ex = Executor::create(*model_, other);
+  ASSERT_FALSE(ex);
+  EXPECT_NE(ex.status().message().find("cpu-scalar"), std::string::npos);
+}
+
+TEST(KvCache, ReserveGrowsTablesAndFreeReturnsBlocks) {
+  KvCacheSpec spec{.num_layers = 2, .num_kv_heads = 2, .head_dim = 4, .block_size = 4, .num_blocks = 3};
+  KvCache cache(spec);
+  std::vector<int32_t> a, b;
+  ASSERT_TRUE(cache.kv_cache_reserve(a, 5));
+  EXPECT_EQ(a.size(), 2u);
+  EXPECT_EQ(cache.free_blocks(), 1);
+  Status st = cache.kv_cache_reserve(b, 9);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("KV cache is full"), std::string::npos);
+  EXPECT_TRUE(b.empty());
+  cache.kv_cache_free(a);
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(cache.free_blocks(), 3);
+  ASSERT_TRUE(cache.kv_cache_reserve(b, 9));
+  EXPECT_EQ(b.size(), 3u);
+  EXPECT_NE(b[0], b[1]);
+  EXPECT_NE(b[1], b[2]);
+}
+
+}  // namespace
+}  // namespace kiln::runtime
