@@ -11,7 +11,7 @@ Expected<ir::Graph> build_baichuan(const HfCheckpoint& checkpoint) {
   ir::Graph graph;
   BuilderContext ctx(checkpoint, graph);
   const ModelConfig& c = checkpoint.config();
-  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  const int64_t h = c.hidden_size;
   const double eps = c.norm_eps;
 
   ctx.add_inputs();
@@ -23,33 +23,15 @@ Expected<ir::Graph> build_baichuan(const HfCheckpoint& checkpoint) {
     KILN_ASSIGN_OR_RETURN(ir::ValueId ln1, ctx.weight(p + ".input_layernorm.weight", {h}));
     KILN_ASSIGN_OR_RETURN(ir::ValueId wpack, ctx.weight(p + ".self_attn.W_pack.weight", {3 * h, h}));
     KILN_ASSIGN_OR_RETURN(ir::ValueId wo, ctx.weight(p + ".self_attn.o_proj.weight", {h, h}));
-    KILN_ASSIGN_OR_RETURN(ir::ValueId ln2, ctx.weight(p + ".post_attention_layernorm.weight", {h}));
-    KILN_ASSIGN_OR_RETURN(ir::ValueId wg, ctx.weight(p + ".mlp.gate_proj.weight", {inter, h}));
-    KILN_ASSIGN_OR_RETURN(ir::ValueId wu, ctx.weight(p + ".mlp.up_proj.weight", {inter, h}));
-    KILN_ASSIGN_OR_RETURN(ir::ValueId wd, ctx.weight(p + ".mlp.down_proj.weight", {h, inter}));
-
     ir::ValueId a = graph.add_node1("rms_norm", n + ".input_norm", {x, ln1}, {{"eps", eps}});
     ir::ValueId qkv = ctx.linear(n + ".W_pack", a, wpack);
     auto parts = graph.add_node("split", n + ".qkv_split", {qkv}, {{"sizes", std::vector<int64_t>{h, h, h}}}, 3);
     ir::ValueId att = ctx.attention(n, l, parts[0], parts[1], parts[2]);
     ir::ValueId o = ctx.linear(n + ".o_proj", att, wo);
     x = graph.add_node1("add", n + ".attn_residual", {x, o});
-    ir::ValueId m = graph.add_node1("rms_norm", n + ".post_attention_norm", {x, ln2}, {{"eps", eps}});
-    ir::ValueId g = ctx.linear(n + ".gate_proj", m, wg);
-    ir::ValueId u = ctx.linear(n + ".up_proj", m, wu);
-    ir::ValueId s = graph.add_node1("silu", n + ".act", {g});
-    ir::ValueId gu = graph.add_node1("mul", n + ".gate_mul", {s, u});
-    ir::ValueId d = ctx.linear(n + ".down_proj", gu, wd);
-    x = graph.add_node1("add", n + ".mlp_residual", {x, d});
+    KILN_ASSIGN_OR_RETURN(x, ctx.swiglu_mlp_block(l, x, /*bias=*/false));
   }
-  KILN_ASSIGN_OR_RETURN(ir::ValueId norm, ctx.weight("model.norm.weight", {h}));
-  x = graph.add_node1("rms_norm", "final_norm", {x, norm}, {{"eps", eps}});
-  ir::ValueId head = embed;
-  if (!c.tie_word_embeddings) {
-    KILN_ASSIGN_OR_RETURN(head, ctx.weight("lm_head.weight", {c.vocab_size, h}));
-  }
-  if (c.normalized_lm_head) head = graph.add_node1("normalize_rows", "lm_head.normalize", {head});
-  ctx.lm_head(x, head);
+  KILN_RETURN_IF_ERROR(ctx.rms_norm_and_head(x, embed, c.normalized_lm_head));
   return graph;
 }
 

@@ -40,15 +40,6 @@ Expected<ir::Graph> build_llama_style(const HfCheckpoint& checkpoint) {
     KILN_ASSIGN_OR_RETURN(ir::ValueId bk, bias(p + ".self_attn.k_proj.bias", kv_dim, qkv_bias));
     KILN_ASSIGN_OR_RETURN(ir::ValueId bv, bias(p + ".self_attn.v_proj.bias", kv_dim, qkv_bias));
     KILN_ASSIGN_OR_RETURN(ir::ValueId bo, bias(p + ".self_attn.o_proj.bias", h, o_bias));
-    KILN_ASSIGN_OR_RETURN(ir::ValueId ln2, ctx.weight(p + ".post_attention_layernorm.weight", {h}));
-    const int64_t inter = c.intermediate_size;
-    KILN_ASSIGN_OR_RETURN(ir::ValueId wg, ctx.weight(p + ".mlp.gate_proj.weight", {inter, h}));
-    KILN_ASSIGN_OR_RETURN(ir::ValueId wu, ctx.weight(p + ".mlp.up_proj.weight", {inter, h}));
-    KILN_ASSIGN_OR_RETURN(ir::ValueId wd, ctx.weight(p + ".mlp.down_proj.weight", {h, inter}));
-    KILN_ASSIGN_OR_RETURN(ir::ValueId bg, bias(p + ".mlp.gate_proj.bias", inter, c.mlp_bias));
-    KILN_ASSIGN_OR_RETURN(ir::ValueId bu, bias(p + ".mlp.up_proj.bias", inter, c.mlp_bias));
-    KILN_ASSIGN_OR_RETURN(ir::ValueId bd, bias(p + ".mlp.down_proj.bias", h, c.mlp_bias));
-
     ir::ValueId a = graph.add_node1("rms_norm", n + ".input_norm", {x, ln1}, {{"eps", eps}});
     ir::ValueId q = ctx.linear(n + ".q_proj", a, wq, bq);
     ir::ValueId k = ctx.linear(n + ".k_proj", a, wk, bk);
@@ -57,21 +48,9 @@ Expected<ir::Graph> build_llama_style(const HfCheckpoint& checkpoint) {
     ir::ValueId o = ctx.linear(n + ".o_proj", att, wo, bo);
     x = graph.add_node1("add", n + ".attn_residual", {x, o});
 
-    ir::ValueId m = graph.add_node1("rms_norm", n + ".post_attention_norm", {x, ln2}, {{"eps", eps}});
-    ir::ValueId g = ctx.linear(n + ".gate_proj", m, wg, bg);
-    ir::ValueId u = ctx.linear(n + ".up_proj", m, wu, bu);
-    ir::ValueId s = graph.add_node1("silu", n + ".act", {g});
-    ir::ValueId gu = graph.add_node1("mul", n + ".gate_mul", {s, u});
-    ir::ValueId d = ctx.linear(n + ".down_proj", gu, wd, bd);
-    x = graph.add_node1("add", n + ".mlp_residual", {x, d});
+    KILN_ASSIGN_OR_RETURN(x, ctx.swiglu_mlp_block(l, x, c.mlp_bias));
   }
-  KILN_ASSIGN_OR_RETURN(ir::ValueId norm, ctx.weight("model.norm.weight", {h}));
-  x = graph.add_node1("rms_norm", "final_norm", {x, norm}, {{"eps", eps}});
-  ir::ValueId head = embed;
-  if (!c.tie_word_embeddings) {
-    KILN_ASSIGN_OR_RETURN(head, ctx.weight("lm_head.weight", {c.vocab_size, h}));
-  }
-  ctx.lm_head(x, head);
+  KILN_RETURN_IF_ERROR(ctx.rms_norm_and_head(x, embed, /*normalize_head=*/false));
   return graph;
 }
 

@@ -97,6 +97,44 @@ ir::ValueId BuilderContext::attention(const std::string& prefix, int64_t layer, 
                            {"alibi", int64_t{c.alibi ? 1 : 0}}});
 }
 
+Expected<ir::ValueId> BuilderContext::swiglu_mlp_block(int64_t layer, ir::ValueId x, bool bias) {
+  const ModelConfig& c = config();
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  const std::string p = "model.layers." + std::to_string(layer);
+  const std::string n = "layers." + std::to_string(layer);
+  auto optional_bias = [&](const std::string& name, int64_t size) -> Expected<ir::ValueId> {
+    if (!bias) return ir::kNoValue;
+    return weight(name, {size});
+  };
+  KILN_ASSIGN_OR_RETURN(ir::ValueId ln, weight(p + ".post_attention_layernorm.weight", {h}));
+  KILN_ASSIGN_OR_RETURN(ir::ValueId wg, weight(p + ".mlp.gate_proj.weight", {inter, h}));
+  KILN_ASSIGN_OR_RETURN(ir::ValueId wu, weight(p + ".mlp.up_proj.weight", {inter, h}));
+  KILN_ASSIGN_OR_RETURN(ir::ValueId wd, weight(p + ".mlp.down_proj.weight", {h, inter}));
+  KILN_ASSIGN_OR_RETURN(ir::ValueId bg, optional_bias(p + ".mlp.gate_proj.bias", inter));
+  KILN_ASSIGN_OR_RETURN(ir::ValueId bu, optional_bias(p + ".mlp.up_proj.bias", inter));
+  KILN_ASSIGN_OR_RETURN(ir::ValueId bd, optional_bias(p + ".mlp.down_proj.bias", h));
+  ir::ValueId m = graph_.add_node1("rms_norm", n + ".post_attention_norm", {x, ln}, {{"eps", c.norm_eps}});
+  ir::ValueId g = linear(n + ".gate_proj", m, wg, bg);
+  ir::ValueId u = linear(n + ".up_proj", m, wu, bu);
+  ir::ValueId s = graph_.add_node1("silu", n + ".act", {g});
+  ir::ValueId gu = graph_.add_node1("mul", n + ".gate_mul", {s, u});
+  ir::ValueId d = linear(n + ".down_proj", gu, wd, bd);
+  return graph_.add_node1("add", n + ".mlp_residual", {x, d});
+}
+
+Status BuilderContext::rms_norm_and_head(ir::ValueId x, ir::ValueId embed, bool normalize_head) {
+  const ModelConfig& c = config();
+  KILN_ASSIGN_OR_RETURN(ir::ValueId norm, weight("model.norm.weight", {c.hidden_size}));
+  x = graph_.add_node1("rms_norm", "final_norm", {x, norm}, {{"eps", c.norm_eps}});
+  ir::ValueId head = embed;
+  if (!c.tie_word_embeddings) {
+    KILN_ASSIGN_OR_RETURN(head, weight("lm_head.weight", {c.vocab_size, c.hidden_size}));
+  }
+  if (normalize_head) head = graph_.add_node1("normalize_rows", "lm_head.normalize", {head});
+  lm_head(x, head);
+  return Status::ok();
+}
+
 void BuilderContext::lm_head(ir::ValueId hidden, ir::ValueId head_weight) {
   ir::ValueId rows = graph_.add_node1("gather_rows", "select_rows", {hidden, logit_rows_});
   ir::ValueId logits = graph_.add_node1("matmul", "lm_head", {rows, head_weight});

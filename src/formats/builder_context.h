@@ -36,6 +36,13 @@ class BuilderContext {
   // Final norm output -> logits for the requested rows.
   void lm_head(ir::ValueId hidden, ir::ValueId head_weight);
 
+  // The Llama-style second half of decoder layer `layer`: x + down(silu(gate(rms(x))) * up(rms(x))),
+  // reading model.layers.N.{post_attention_layernorm, mlp.gate_proj, mlp.up_proj, mlp.down_proj}.
+  Expected<ir::ValueId> swiglu_mlp_block(int64_t layer, ir::ValueId x, bool bias);
+  // model.norm, then logits through lm_head.weight (or the embedding when tied); Baichuan2's
+  // normalised head divides each row by its norm first.
+  Status rms_norm_and_head(ir::ValueId x, ir::ValueId embed, bool normalize_head);
+
  private:
   const HfCheckpoint& ckpt_;
   ir::Graph& graph_;
