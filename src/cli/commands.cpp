@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
   add("inspect", add_inspect_command(app));
   add("bench", add_bench_command(app));
   add("random-checkpoint", add_random_checkpoint_command(app));
+  add("run", add_run_command(app));
+  add("tokenize", add_tokenize_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -33,6 +33,7 @@ class Executor {
   // A KV cache spec for this model holding `num_blocks` blocks.
   KvCacheSpec kv_cache_spec(int64_t num_blocks, int64_t block_size = 16) const;
   int64_t max_tokens() const { return max_tokens_; }
+  int64_t max_seq_len() const { return model_.facts().max_seq_len; }
 
  private:
   Executor(const LoadedModel& model, Backend& backend);

@@ -5,6 +5,19 @@ namespace kiln::runtime {
 std::string weight_blob_name(const std::string& weight) { return "weight/" + weight; }
 std::string file_blob_name(const std::string& file) { return "file/" + file; }
 
+std::map<std::string, std::string> LoadedModel::files() const {
+  std::map<std::string, std::string> out;
+  const auto listed = file_.metadata().find("files");
+  if (listed == file_.metadata().end() || !listed->is_array()) return out;
+  for (const auto& entry : *listed) {
+    if (!entry.is_string()) continue;
+    const std::string name = entry.get<std::string>();
+    const auto bytes = file_.blob(file_blob_name(name));
+    out.emplace(name, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  }
+  return out;
+}
+
 Expected<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path, bool verify_checksum) {
   KILN_ASSIGN_OR_RETURN(engine::EngineFile file, engine::EngineFile::open(path, {.verify_checksum = verify_checksum}));
   std::unique_ptr<LoadedModel> model(new LoadedModel(std::move(file)));

@@ -3,6 +3,7 @@
 // owns the mapping, so it must outlive every Executor that runs it.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,9 @@ class LoadedModel {
   const ir::Graph& graph() const { return graph_; }
   const ModelFacts& facts() const { return facts_; }
   const nlohmann::json& metadata() const { return file_.metadata(); }
+  // Files copied from the model directory at build time (tokenizer, chat template, generation
+  // config), name -> contents.
+  std::map<std::string, std::string> files() const;
   // Bytes of weights read by one forward step (every stored weight once).
   uint64_t weight_bytes() const { return weight_bytes_; }
 

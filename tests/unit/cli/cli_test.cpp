@@ -148,5 +148,63 @@ TEST_F(CliTest, BadTokenIdsAreUserErrors) {
   expect_user_error(kiln("eval " + engine + " --ids 1,x"), "'x' is not a token id");
 }
 
+// The bundled demo model end to end: tokenizer, engine, greedy sampling and streaming
+// detokenisation must reproduce the greedy text transformers generated for the same checkpoint
+// (recorded in models/demo/training_log.json when it was trained).
+TEST_F(CliTest, DemoModelReproducesTheReferenceGreedyText) {
+  const std::string demo = std::string(KILN_SOURCE_DIR) + "/models/demo";
+  const std::string engine = path("demo.kiln");
+  Result build = kiln("build " + demo + " -o " + engine + " --dtype bf16 --no-autotune");
+  ASSERT_EQ(build.status, 0) << build.out;
+  std::ifstream in(demo + "/training_log.json");
+  const auto log = nlohmann::json::parse(in);
+  int checked = 0;
+  for (const auto& sample : log.at("samples")) {
+    const std::string prompt = sample.at("prompt").get<std::string>();
+    const std::string reference = sample.at("greedy").get<std::string>();
+    // The tokenizer gives the reference's prompt ids.
+    std::string ids;
+    for (const auto& id : sample.at("prompt_ids")) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
+    Result tok = kiln("tokenize " + engine + " --text '" + prompt + "'");
+    ASSERT_EQ(tok.status, 0) << tok.out;
+    EXPECT_EQ(tok.out, ids + "\n");
+    Result run = kiln("run " + engine + " -p '" + prompt + "' -n 24 --temperature 0 --no-stats --threads 2");
+    ASSERT_EQ(run.status, 0) << run.out;
+    ASSERT_EQ(run.out.rfind(prompt, 0), 0u) << run.out;
+    std::string generated = run.out.substr(prompt.size());
+    ASSERT_FALSE(generated.empty());
+    if (generated.back() == '\n') generated.pop_back();  // kiln run ends the output with a newline
+    ASSERT_GT(generated.size(), 40u) << run.out;
+    EXPECT_EQ(reference.rfind(generated, 0), 0u) << "kiln: " << generated << "\nreference: " << reference;
+    ++checked;
+  }
+  EXPECT_GE(checked, 3);
+}
+
+TEST_F(CliTest, SameSeedSameTextAndPerplexityOfHeldOutText) {
+  const std::string demo = std::string(KILN_SOURCE_DIR) + "/models/demo";
+  const std::string engine = path("demo.kiln");
+  ASSERT_EQ(kiln("build " + demo + " -o " + engine + " --dtype bf16 --no-autotune").status, 0);
+  const std::string args = "run " + engine + " -p 'The sea' -n 20 --temperature 0.9 --top-p 0.95 --no-stats --threads 2";
+  Result a = kiln(args + " --seed 7"), b = kiln(args + " --seed 7"), c = kiln(args + " --seed 8");
+  ASSERT_EQ(a.status, 0) << a.out;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+  // Perplexity of the first 20 KB of the held-out text: a finite number well below the
+  // vocabulary size (a model that learned nothing scores about 8192).
+  std::ifstream heldout(demo + "/heldout.txt");
+  std::string text(20000, '\0');
+  heldout.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(heldout.gcount()));
+  std::ofstream(path("part.txt")) << text;
+  Result ppl = kiln("eval " + engine + " --text " + path("part.txt") + " --threads 2");
+  ASSERT_EQ(ppl.status, 0) << ppl.out;
+  const double value = std::stod(ppl.out.substr(ppl.out.find("perplexity ") + 11));
+  EXPECT_GT(value, 5.0);
+  EXPECT_LT(value, 200.0);
+  expect_user_error(kiln("eval " + engine + " --text " + path("missing.txt")), "missing.txt");
+  expect_user_error(kiln("run " + engine + " -p hi --top-p 1.5"), "top_p");
+}
+
 }  // namespace
 }  // namespace kiln::cli
