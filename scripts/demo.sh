@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: build Kiln, compile a bundled checkpoint into an engine file,
-# inspect it and run it.
+# The main job on a fresh machine: build Kiln, compile the bundled demo model (a 15.7M-parameter
+# Llama trained on public-domain English, models/demo) into an engine file, and generate text.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cmake --preset release >/dev/null
 cmake --build --preset release --target kiln
 kiln=build/release/kiln
-model=tests/golden/data/llama_gqa
-engine=build/release/demo-llama.kiln
+engine=build/release/demo.kiln
 
-"$kiln" build "$model" -o "$engine" --dtype fp32
-"$kiln" inspect "$engine"
+"$kiln" build models/demo -o "$engine" --dtype bf16
+"$kiln" inspect "$engine" | head -n 8
 echo
-"$kiln" eval "$engine" --ids 266,83,150,67,90,12 --logits-out build/release/demo-logits.npy --generate 12
+"$kiln" run "$engine" -p "It is a truth universally acknowledged" -n 80 --temperature 0.8 --top-p 0.95 --seed 1
+"$kiln" run "$engine" -p "In the beginning" -n 60 --temperature 0.8 --top-p 0.95 --seed 2
+"$kiln" eval "$engine" --text models/demo/heldout.txt
