@@ -206,5 +206,45 @@ TEST_F(CliTest, SameSeedSameTextAndPerplexityOfHeldOutText) {
   expect_user_error(kiln("run " + engine + " -p hi --top-p 1.5"), "top_p");
 }
 
+// kiln run --chat: the conversation goes through the chat template and keeps its history, so
+// each turn's prompt holds every earlier turn; end of input leaves cleanly.
+TEST_F(CliTest, ChatKeepsHistoryThroughTheTemplate) {
+  const std::string root = std::string(KILN_SOURCE_DIR);
+  const fs::path model = dir_ / "demo_chat";
+  fs::copy(root + "/models/demo", model, fs::copy_options::recursive);
+  std::ifstream tin(root + "/tests/templates/templates/chatml.jinja");
+  const std::string chatml((std::istreambuf_iterator<char>(tin)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(chatml.empty());
+  std::ifstream cin(model / "tokenizer_config.json");
+  auto config = nlohmann::json::parse(cin);
+  cin.close();
+  config["chat_template"] = chatml;
+  std::ofstream(model / "tokenizer_config.json") << config.dump();
+  const std::string engine = path("chat.kiln");
+  ASSERT_EQ(kiln("build " + model.string() + " -o " + engine + " --no-autotune").status, 0);
+
+  const std::string cmd = "printf 'Who are you?\\nWhere is the sea?\\n' | " + std::string(KILN_BINARY) + " run " +
+                          engine + " --chat --system 'Answer briefly.' -n 12 --temperature 0 --threads 2 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int raw = pclose(p);
+  ASSERT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << out;
+  // One stats line per turn: "[P prompt tokens, G generated ...]".
+  std::vector<std::pair<long, long>> turns;
+  for (size_t at = out.find("prompt tokens"); at != std::string::npos; at = out.find("prompt tokens", at + 1)) {
+    const size_t open = out.rfind('[', at);
+    const long prompt = std::stol(out.substr(open + 1));
+    const long generated = std::stol(out.substr(at + 15));
+    turns.emplace_back(prompt, generated);
+  }
+  ASSERT_EQ(turns.size(), 2u) << out;
+  // The second prompt holds the first prompt, the first answer and the new question.
+  EXPECT_GT(turns[1].first, turns[0].first + turns[0].second) << out;
+}
+
 }  // namespace
 }  // namespace kiln::cli
