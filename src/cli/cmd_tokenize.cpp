@@ -9,7 +9,6 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "engine/engine_file.h"
 #include "llm/tokenizer.h"
 #include "runtime/loaded_model.h"
 
@@ -22,25 +21,10 @@ struct TokenizeArgs {
   bool decoding = false;  // --decode was given
 };
 
-// The tokenizer files an engine carries: its blobs "file/<name>" for each name in "files".
+// The tokenizer files an engine carries (see LoadedModel::files).
 Expected<std::map<std::string, std::string>> engine_tokenizer_files(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(engine::EngineFile file, engine::EngineFile::open(path));
-  std::map<std::string, std::string> files;
-  const nlohmann::json& meta = file.metadata();
-  auto listed = meta.find("files");
-  if (listed != meta.end() && listed->is_array()) {
-    for (const auto& name : *listed) {
-      if (!name.is_string()) continue;
-      const std::string n = name.get<std::string>();
-      const std::string blob_name = runtime::file_blob_name(n);
-      if (!file.has_blob(blob_name)) {
-        return invalid_argument(path + " lists file '" + n + "' but has no blob for it; rebuild it with kiln build");
-      }
-      const std::span<const std::byte> bytes = file.blob(blob_name);
-      files.emplace(n, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-    }
-  }
-  return files;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::LoadedModel> model, runtime::LoadedModel::load(path));
+  return model->files();
 }
 
 int run_tokenize(const TokenizeArgs& a) {

@@ -37,6 +37,13 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path
     w.stored = bytes;
     model->weight_bytes_ += bytes.size();
   }
+  if (const auto listed = meta.find("files"); listed != meta.end() && listed->is_array()) {
+    for (const auto& name : *listed) {
+      if (!name.is_string() || !model->file_.has_blob(file_blob_name(name.get<std::string>()))) {
+        return invalid_argument(path + " lists file " + name.dump() + " but has no blob for it; rebuild it with kiln build");
+      }
+    }
+  }
   try {
     const auto& m = meta.at("model");
     ModelFacts& f = model->facts_;
