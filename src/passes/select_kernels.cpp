@@ -3,8 +3,16 @@
 // (m = min(128, max_batch_tokens)); the fastest of each is recorded on the node as
 // kernel_decode / kernel_prefill (with the measured microseconds). Shapes repeat across layers,
 // so timings are cached per (format, n, k).
+//
+// The pass also picks the weight's layout. When the format has a panel variant
+// (ir/weight_format.h) that fits the weight's shape, and every user of the weight is a matmul
+// (an embedding lookup needs whole rows), both layouts are candidates: each is scored by its
+// best decode time plus its best prefill time per token, and the weight is stored in the
+// winner. Without timing, the panel layout is taken (its kernels read weights in the order
+// they compute).
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "passes/pass.h"
@@ -17,9 +25,16 @@ struct Choice {
   double seconds = 0.0;
 };
 
+struct Selection {
+  ir::WeightFormat format;
+  Choice decode, prefill;
+};
+
+// The fastest candidate at [m, k] x [n, k]^T; a lone candidate is timed only when `time_lone`
+// (its time is compared with another layout's).
 Choice fastest(KernelTuner* tuner, const std::vector<std::string>& candidates, ir::WeightFormat format,
-               int64_t m, int64_t n, int64_t k, bool autotune) {
-  if (tuner == nullptr || !autotune || candidates.size() == 1) return {candidates.front(), 0.0};
+               int64_t m, int64_t n, int64_t k, bool autotune, bool time_lone) {
+  if (tuner == nullptr || !autotune || (candidates.size() == 1 && !time_lone)) return {candidates.front(), 0.0};
   Choice best{candidates.front(), 1e30};
   for (const auto& c : candidates) {
     const double t = tuner->time_matmul(c, format, m, n, k);
@@ -28,37 +43,76 @@ Choice fastest(KernelTuner* tuner, const std::vector<std::string>& candidates, i
   return best;
 }
 
+// Names of weights some non-matmul node reads (or that a matmul reads as its activation).
+std::set<std::string> weights_needing_rows(const ir::Graph& graph) {
+  std::set<std::string> out;
+  for (const auto& node : graph.nodes()) {
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const ir::Value& v = graph.value(node.inputs[i]);
+      if (!v.is_weight) continue;
+      const bool matmul_weight = node.op == "matmul" && i == 1;
+      const bool matmul_bias = node.op == "matmul" && i == 2;
+      if (!matmul_weight && !matmul_bias) out.insert(v.name);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Status run_select_kernels(ir::Graph& graph, const PassContext& ctx) {
   if (ctx.tuner == nullptr) return internal_error("select_kernels needs a target to time kernels on");
   const int64_t prefill_m = std::min<int64_t>(128, ctx.options.max_batch_tokens);
-  std::map<std::tuple<ir::WeightFormat, int64_t, int64_t>, std::pair<Choice, Choice>> cache;
+  const std::set<std::string> row_weights = weights_needing_rows(graph);
+  std::map<std::tuple<ir::WeightFormat, int64_t, int64_t, bool>, Selection> cache;
   for (auto& node : graph.nodes()) {
     if (node.op != "matmul") continue;
-    if (!graph.value(node.inputs[1]).is_weight) {
+    const ir::Value& wv = graph.value(node.inputs[1]);
+    if (!wv.is_weight) {
       return unimplemented("matmul '" + node.name + "' multiplies two activations; kiln runs only products with a "
                            "weight (fold build-time ops first)");
     }
-    const ir::WeightEntry& w = graph.weight(node.inputs[1]);
-    const auto key = std::make_tuple(w.format, w.rows(), w.cols());
+    ir::WeightEntry& w = graph.weight(node.inputs[1]);
+    const ir::WeightFormat base = ir::weight_format_base(w.format);
+    const bool may_pack = row_weights.count(wv.name) == 0;
+    const auto key = std::make_tuple(base, w.rows(), w.cols(), may_pack);
     auto it = cache.find(key);
     if (it == cache.end()) {
-      const auto candidates = ctx.tuner->matmul_candidates(w.format);
-      if (candidates.empty()) {
-        return unimplemented("target " + ctx.tuner->target() + " has no matmul kernel for weight format " +
-                             std::string(ir::weight_format_name(w.format)));
+      std::vector<ir::WeightFormat> formats;
+      const auto panel = ir::weight_format_panel(base);
+      if (may_pack && panel && ir::weight_format_fits(*panel, w.rows(), w.cols()) &&
+          !ctx.tuner->matmul_candidates(*panel).empty()) {
+        formats.push_back(*panel);
       }
-      Choice decode = fastest(ctx.tuner, candidates, w.format, 1, w.rows(), w.cols(), ctx.options.autotune);
-      Choice prefill =
-          fastest(ctx.tuner, candidates, w.format, prefill_m, w.rows(), w.cols(), ctx.options.autotune);
-      it = cache.emplace(key, std::make_pair(decode, prefill)).first;
+      formats.push_back(base);
+      std::optional<Selection> best;
+      double best_score = 0.0;
+      for (ir::WeightFormat f : formats) {
+        const auto candidates = ctx.tuner->matmul_candidates(f);
+        if (candidates.empty()) {
+          return unimplemented("target " + ctx.tuner->target() + " has no matmul kernel for weight format " +
+                               std::string(ir::weight_format_name(f)));
+        }
+        const bool time_lone = formats.size() > 1;
+        Selection s{f, fastest(ctx.tuner, candidates, f, 1, w.rows(), w.cols(), ctx.options.autotune, time_lone),
+                    fastest(ctx.tuner, candidates, f, prefill_m, w.rows(), w.cols(), ctx.options.autotune,
+                            time_lone)};
+        const double score = s.decode.seconds + s.prefill.seconds / static_cast<double>(prefill_m);
+        if (!best || score < best_score) {
+          best = s;
+          best_score = score;
+        }
+        if (s.decode.seconds == 0.0) break;  // not timed: the first layout wins
+      }
+      it = cache.emplace(key, *best).first;
     }
-    node.attrs["kernel_decode"] = it->second.first.kernel;
-    node.attrs["kernel_prefill"] = it->second.second.kernel;
-    if (it->second.first.seconds > 0.0) {
-      node.attrs["kernel_decode_us"] = it->second.first.seconds * 1e6;
-      node.attrs["kernel_prefill_us"] = it->second.second.seconds * 1e6;
+    const Selection& sel = it->second;
+    w.format = sel.format;
+    node.attrs["kernel_decode"] = sel.decode.kernel;
+    node.attrs["kernel_prefill"] = sel.prefill.kernel;
+    if (sel.decode.seconds > 0.0) {
+      node.attrs["kernel_decode_us"] = sel.decode.seconds * 1e6;
+      node.attrs["kernel_prefill_us"] = sel.prefill.seconds * 1e6;
     }
   }
   return Status::ok();

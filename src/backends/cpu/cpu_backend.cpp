@@ -105,6 +105,11 @@ Status CpuBackend::prepare(const ir::Graph& graph) {
     } else if (op == "embedding") {
       const ir::WeightEntry& table = graph.weight(node.inputs[1]);
       const ir::WeightFormat format = table.format;
+      if (ir::weight_format_is_panel(format)) {
+        return invalid_argument("embedding '" + node.name + "' reads a table stored in panel format " +
+                                std::string(ir::weight_format_name(format)) + "; lookups need a row format "
+                                "(rebuild the engine with this kiln)");
+      }
       const ir::Value ids = graph.value(node.inputs[0]);
       fn = [=](const runtime::NodeBuffers& b, const runtime::StepView& s) {
         embedding(static_cast<const std::byte*>(b.inputs[1]), format, cols, in_i(b, 0), rows_of(ids, s), out_f(b, 0));

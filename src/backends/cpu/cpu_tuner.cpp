@@ -12,9 +12,13 @@ namespace kiln::cpu {
 std::string CpuKernelTuner::target() const { return cpu_target_name(isa_); }
 
 std::vector<std::string> CpuKernelTuner::matmul_candidates(ir::WeightFormat format) const {
-  std::vector<std::string> names;
-  for (const MatmulKernel* k : matmul_kernels(format, isa_)) names.emplace_back(k->name);
-  return names;
+  // The scalar reference kernels are timed only where nothing else runs: they never win
+  // against a SIMD kernel and take seconds at the prefill shape.
+  std::vector<std::string> names, scalar;
+  for (const MatmulKernel* k : matmul_kernels(format, isa_)) {
+    (k->isa == Isa::kScalar ? scalar : names).emplace_back(k->name);
+  }
+  return names.empty() ? scalar : names;
 }
 
 double CpuKernelTuner::time_matmul(const std::string& kernel, ir::WeightFormat format, int64_t m, int64_t n,
@@ -26,7 +30,7 @@ double CpuKernelTuner::time_matmul(const std::string& kernel, ir::WeightFormat f
   std::vector<float> w(static_cast<size_t>(n * k)), x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
   for (auto& v : w) v = dist(rng);
   for (auto& v : x) v = dist(rng);
-  std::vector<std::byte> packed(static_cast<size_t>(n) * ir::weight_format_row_bytes(format, k));
+  std::vector<std::byte> packed(static_cast<size_t>(n) * ir::weight_format_row_bytes(format, k));  // any layout
   ir::weight_quantize(format, w.data(), n, k, packed.data());
   w.clear();
   w.shrink_to_fit();

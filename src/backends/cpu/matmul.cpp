@@ -12,7 +12,7 @@ namespace {
 // All tables, highest ISA first; within a table, each format's best guess comes first.
 std::vector<const MatmulKernel*> all_kernels() {
   std::vector<const MatmulKernel*> all;
-  for (auto table : {detail::matmul_kernels_avx512_float(),
+  for (auto table : {detail::matmul_kernels_avx512_float(), detail::matmul_kernels_avx2_panel(),
                      detail::matmul_kernels_avx2_q8dot(), detail::matmul_kernels_avx2_float(),
                      detail::matmul_kernels_scalar()}) {
     for (const MatmulKernel& kernel : table) all.push_back(&kernel);
@@ -51,7 +51,7 @@ const MatmulKernel* matmul_kernel_find(std::string_view name) {
 void matmul(const MatmulKernel& kernel, const float* x, int64_t m, int64_t k, const std::byte* w, int64_t n,
             const float* bias, float* y) {
   KILN_CHECK(m >= 0 && n >= 0 && k > 0);
-  KILN_CHECK(ir::weight_format_fits(kernel.format, k));
+  KILN_CHECK(ir::weight_format_fits(kernel.format, n, k));
   KILN_CHECK(kernel.isa <= isa_detect());
   if (m == 0 || n == 0) return;
   kernel.fn(x, m, k, w, n, bias, y);

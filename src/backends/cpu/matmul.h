@@ -20,6 +20,9 @@
 //   q8dot    activations are quantised to int8 per block of 32 (one float scale per block) and
 //            multiplied with integer dot products; adds activation rounding error (see
 //            quantize_activations.h) but moves 4x fewer bytes through the core.
+//   panel    for the panel formats ("p8", ir/weight_format.h): each vector holds 8 output
+//            columns, so there are no horizontal sums and one scale vector serves 8 outputs;
+//            float panels use broadcast-FMA tiles, integer panels the q8dot arithmetic.
 // Every kernel parallelises with OpenMP over blocks of output columns (and rows when m is
 // large), using the thread count set by omp_set_num_threads().
 #pragma once
@@ -58,7 +61,7 @@ std::vector<const MatmulKernel*> matmul_kernels_all();
 const MatmulKernel* matmul_kernel_find(std::string_view name);
 
 // Runs `kernel`. Preconditions (internal invariants, checked): m, n >= 0, k > 0,
-// ir::weight_format_fits(kernel.format, k) and kernel.isa <= isa_detect().
+// ir::weight_format_fits(kernel.format, n, k) and kernel.isa <= isa_detect().
 void matmul(const MatmulKernel& kernel, const float* x, int64_t m, int64_t k, const std::byte* w,
             int64_t n, const float* bias, float* y);
 

@@ -1,5 +1,5 @@
 // Scalar kernels: the portable fallback for every format, and the baseline the SIMD kernels are
-// measured against. Each weight row is dequantised once (ir::weight_dequantize_row) into
+// measured against. Each weight row is dequantised once (ir::weight_dequantize_row_at) into
 // per-thread scratch and dotted with every activation row in float.
 #include <algorithm>
 
@@ -29,16 +29,15 @@ float dot(const float* a, const float* b, int64_t k) {
 template <WeightFormat kFormat>
 void matmul_scalar(const float* x, int64_t m, int64_t k, const std::byte* w, int64_t n, const float* bias,
                    float* y) {
-  const size_t row_bytes = ir::weight_format_row_bytes(kFormat, k);
   detail::Blocking b;
   b.mb = m;
-  b.nb = std::max<int64_t>(1, std::min<int64_t>(16, n));
+  b.nb = std::max<int64_t>(1, std::min<int64_t>(16, n));  // a multiple of a panel's 8 rows
   b.kc = k;
   detail::matmul_parallel(m, n, b, [] {}, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     auto* wrow = static_cast<float*>(detail::matmul_scratch(static_cast<size_t>(k) * sizeof(float),
                                                             detail::kScratchRow));
     for (int64_t j = j0; j < j1; ++j) {
-      ir::weight_dequantize_row(kFormat, w + static_cast<size_t>(j) * row_bytes, k, wrow);
+      ir::weight_dequantize_row_at(kFormat, w, n, k, j, wrow);
       const float b0 = bias != nullptr ? bias[j] : 0.0f;
       for (int64_t i = i0; i < i1; ++i) y[i * n + j] = b0 + dot(x + i * k, wrow, k);
     }
@@ -54,6 +53,10 @@ constexpr MatmulKernel kKernels[] = {
     {"i8g128.scalar", WeightFormat::kI8Group128, Isa::kScalar, matmul_scalar<WeightFormat::kI8Group128>},
     {"i4g32.scalar", WeightFormat::kI4Group32, Isa::kScalar, matmul_scalar<WeightFormat::kI4Group32>},
     {"i4g128.scalar", WeightFormat::kI4Group128, Isa::kScalar, matmul_scalar<WeightFormat::kI4Group128>},
+    {"f16p8.scalar", WeightFormat::kF16Panel8, Isa::kScalar, matmul_scalar<WeightFormat::kF16Panel8>},
+    {"bf16p8.scalar", WeightFormat::kBF16Panel8, Isa::kScalar, matmul_scalar<WeightFormat::kBF16Panel8>},
+    {"i8cp8.scalar", WeightFormat::kI8ChannelPanel8, Isa::kScalar, matmul_scalar<WeightFormat::kI8ChannelPanel8>},
+    {"i4g32p8.scalar", WeightFormat::kI4Group32Panel8, Isa::kScalar, matmul_scalar<WeightFormat::kI4Group32Panel8>},
 };
 
 }  // namespace

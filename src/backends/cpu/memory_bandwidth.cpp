@@ -15,21 +15,25 @@ namespace kiln::cpu {
 namespace {
 
 __attribute__((target("avx2"))) uint64_t sum_avx2(const uint64_t* p, size_t n) {
-  // Four independent accumulators keep several loads in flight.
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    a0 = _mm256_xor_si256(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_xor_si256(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
-    a2 = _mm256_xor_si256(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
-    a3 = _mm256_xor_si256(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
+  // Four streams (quarters of the range) read side by side, each with a software prefetch 2 KiB
+  // ahead: several DRAM pages and many cache misses in flight at once, as in the decode
+  // kernels, so the figure is the rate a streaming kernel can actually reach.
+  const size_t q = n / 4 / 8 * 8;  // words per stream, whole cache lines
+  const uint64_t* s[4] = {p, p + q, p + 2 * q, p + 3 * q};
+  __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+  for (size_t i = 0; i < q; i += 8) {
+    for (int k = 0; k < 4; ++k) {
+      _mm_prefetch(reinterpret_cast<const char*>(s[k] + i + 256), _MM_HINT_T0);
+      acc[k] = _mm256_xor_si256(acc[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s[k] + i)));
+      acc[k] = _mm256_xor_si256(acc[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s[k] + i + 4)));
+    }
   }
-  const __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+  const __m256i a = _mm256_xor_si256(_mm256_xor_si256(acc[0], acc[1]), _mm256_xor_si256(acc[2], acc[3]));
   alignas(32) uint64_t lanes[4];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), a);
-  uint64_t s = lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3];
-  for (; i < n; ++i) s ^= p[i];
-  return s;
+  uint64_t sum = lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3];
+  for (size_t i = 4 * q; i < n; ++i) sum ^= p[i];
+  return sum;
 }
 
 uint64_t sum_scalar(const uint64_t* p, size_t n) {
@@ -70,8 +74,7 @@ double measure_read_bandwidth(size_t bytes, int repeats) {
     if (r > 0) rates.push_back(static_cast<double>(n * sizeof(uint64_t)) / dt);  // first pass warms up
   }
   std::free(data);
-  std::sort(rates.begin(), rates.end());
-  return rates[rates.size() / 2];
+  return *std::max_element(rates.begin(), rates.end());  // the limit: the best pass
 }
 
 }  // namespace kiln::cpu

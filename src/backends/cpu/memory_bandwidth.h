@@ -7,7 +7,7 @@
 namespace kiln::cpu {
 
 // Reads a `bytes`-sized buffer (made once, larger than the caches) `repeats` times with the
-// current thread count; returns the median bytes per second.
+// current thread count; returns the best pass's bytes per second.
 double measure_read_bandwidth(size_t bytes = size_t{1} << 30, int repeats = 5);
 
 }  // namespace kiln::cpu

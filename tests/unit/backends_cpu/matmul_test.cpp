@@ -1,11 +1,11 @@
 // Every registered matmul kernel against a double-precision reference that multiplies by the
-// dequantised weights (ir::weight_dequantize_row), over odd sizes, with and without bias.
+// dequantised weights (ir::weight_dequantize_row_at), over odd sizes, with and without bias.
 //
 // Tolerances, per output element y[i, j], with mag = sum_t |x[i, t] * w[j, t]| + |bias[j]|:
 //   float-exact kernels (scalar, RxC, dq.RxC): |y - ref| <= 1e-5 * mag. Float sums of k terms
 //     in a few independent accumulators stay near sqrt(k) * 2^-24 * mag (about 4e-6 * mag at
 //     k = 5125); a single dropped or doubled term (about mag / k) is far above the bound.
-//   q8dot kernels also round the activations: each block of 32 is stored as d * q with
+//   q8dot kernels (and integer panel kernels) also round the activations: each block of 32 is stored as d * q with
 //     d = max|x| / 127, so |x - d * q| <= d / 2 = max|x_block| / 254 per element, and the
 //     output moves by at most sum_blocks (max|x_block| / 254) * sum_{t in block} |w[j, t]|
 //     (about 0.4% of mag for uniform data). The test computes that bound exactly, adds 1% for
@@ -37,7 +37,9 @@ using ir::WeightFormat;
 
 constexpr WeightFormat kAllFormats[] = {WeightFormat::kF32,        WeightFormat::kF16,        WeightFormat::kBF16,
                                         WeightFormat::kI8Channel,  WeightFormat::kI8Group32,  WeightFormat::kI8Group128,
-                                        WeightFormat::kI4Group32,  WeightFormat::kI4Group128};
+                                        WeightFormat::kI4Group32,  WeightFormat::kI4Group128,
+                                        WeightFormat::kF16Panel8,  WeightFormat::kBF16Panel8,
+                                        WeightFormat::kI8ChannelPanel8, WeightFormat::kI4Group32Panel8};
 
 std::vector<float> random_vector(size_t size, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
@@ -66,13 +68,10 @@ std::unique_ptr<Case> make_case(WeightFormat format, int64_t m, int64_t k, int64
   c->x = random_vector(static_cast<size_t>(m * k), seed);
   const std::vector<float> wf = random_vector(static_cast<size_t>(n * k), seed + 1);
   c->bias = random_vector(static_cast<size_t>(n), seed + 2);
-  const size_t row_bytes = ir::weight_format_row_bytes(format, k);
-  c->w.resize(static_cast<size_t>(n) * row_bytes);
+  c->w.resize(static_cast<size_t>(n) * ir::weight_format_row_bytes(format, k));
   ir::weight_quantize(format, wf.data(), n, k, c->w.data());
   std::vector<float> wd(static_cast<size_t>(n * k));
-  for (int64_t j = 0; j < n; ++j) {
-    ir::weight_dequantize_row(format, c->w.data() + static_cast<size_t>(j) * row_bytes, k, wd.data() + j * k);
-  }
+  for (int64_t j = 0; j < n; ++j) ir::weight_dequantize_row_at(format, c->w.data(), n, k, j, wd.data() + j * k);
   const int64_t blocks = (k + kQ8Block - 1) / kQ8Block;
   std::vector<double> xmax(static_cast<size_t>(m * blocks), 0.0);
   for (int64_t i = 0; i < m; ++i) {
@@ -108,8 +107,9 @@ std::unique_ptr<Case> make_case(WeightFormat format, int64_t m, int64_t k, int64
 }
 
 // Sizes: odd m, and k, n from {7, 83, 769, 5125} (group formats: k a multiple of the group,
-// from {G, 3 * 32 or 3 * 128, 768, about 5120}); the largest products are left out to keep the
-// suite fast (the reference runs in double).
+// from {G, 3 * 32 or 3 * 128, 768, about 5120}; panel formats: n the next multiple of 8,
+// integer panels k a multiple of 32, bf16 panels k even); the largest products are left out to keep the suite fast
+// (the reference runs in double).
 // Under AddressSanitizer (about 10x slower) the cap is lower; every size still appears.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr int64_t kMaxProduct = 2'000'000;
@@ -118,15 +118,18 @@ constexpr int64_t kMaxProduct = 40'000'000;
 #endif
 
 std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes(WeightFormat format) {
-  const int g = ir::weight_format_group(format);
+  const int g = format == WeightFormat::kI8ChannelPanel8 ? 32 : ir::weight_format_group(format);
   std::vector<int64_t> ks;
   if (g == 0) ks = {7, 83, 769, 5125};
+  if (format == WeightFormat::kBF16Panel8) ks = {6, 84, 770, 5126};  // even k
   if (g == 32) ks = {32, 96, 768, 5152};
   if (g == 128) ks = {128, 384, 768, 5248};
+  const int64_t rm = ir::weight_format_row_multiple(format);
   std::vector<std::tuple<int64_t, int64_t, int64_t>> out;
   for (int64_t m : {1, 3, 7, 83}) {
     for (int64_t k : ks) {
-      for (int64_t n : {7, 83, 769, 5125}) {
+      for (int64_t n0 : {7, 83, 769, 5125}) {
+        const int64_t n = (n0 + rm - 1) / rm * rm;
         if (m * k * n > kMaxProduct) continue;
         out.emplace_back(m, k, n);
       }
@@ -146,7 +149,12 @@ const std::vector<std::unique_ptr<Case>>& cases(WeightFormat format) {
   return cache.emplace(format, std::move(built)).first->second;
 }
 
-bool is_q8dot(const MatmulKernel& kernel) { return kernel.name.find("q8dot") != std::string_view::npos; }
+// Kernels that quantise activations to int8 (q8dot, and the SIMD kernels of integer panels).
+bool is_q8dot(const MatmulKernel& kernel) {
+  if (kernel.name.find("q8dot") != std::string_view::npos) return true;
+  return kernel.isa != Isa::kScalar && ir::weight_format_is_panel(kernel.format) &&
+         ir::weight_format_is_quantized(kernel.format);
+}
 
 // Runs `kernel` on `c` with a NaN-poisoned output; returns the number of elements out of bounds
 // (reporting the first few).
@@ -197,7 +205,7 @@ TEST_P(MatmulKernelTest, IndependentOfThreadCount) {
   for (int threads : {1, 3}) {
     omp_set_num_threads(threads);
     for (const auto& c : cases(kernel.format)) {
-      if (c->m == 7 && c->n == 83) {
+      if (c->m == 7 && (c->n == 83 || c->n == 88)) {
         EXPECT_EQ(check_case(kernel, *c, true), 0) << "threads=" << threads;
       }
     }
@@ -222,7 +230,9 @@ TEST(MatmulRegistry, EveryFormatHasScalarAndAvx2Kernels) {
     EXPECT_GT(avx2.size(), scalar.size()) << ir::weight_format_name(format);
     EXPECT_EQ(avx2.front()->isa, Isa::kAvx2) << "best guess first";
     const auto avx512 = matmul_kernels(format, Isa::kAvx512);
-    EXPECT_EQ(avx512.front()->isa, Isa::kAvx512) << ir::weight_format_name(format);
+    if (!ir::weight_format_is_panel(format)) {
+      EXPECT_EQ(avx512.front()->isa, Isa::kAvx512) << ir::weight_format_name(format);
+    }
   }
 }
 
@@ -253,15 +263,15 @@ TEST(MatmulRegistry, EmptyOutputIsANoOp) {
 TEST(WeightQuantize, RoundTripErrorIsAtMostHalfAScale) {
   for (WeightFormat format : kAllFormats) {
     const int g = ir::weight_format_group(format);
-    const int64_t rows = 5, cols = g == 128 ? 384 : (g == 32 ? 96 : 83);
+    const int64_t rows = ir::weight_format_is_panel(format) ? 16 : 5;
+    const int64_t cols = g == 128 ? 384 : (g == 32 || ir::weight_format_is_panel(format) ? 96 : 83);
     std::vector<float> w = random_vector(static_cast<size_t>(rows * cols), 77, -3.0f, 3.0f);
     w[5] = 0.0f;
     std::vector<std::byte> stored(static_cast<size_t>(rows) * ir::weight_format_row_bytes(format, cols));
     ir::weight_quantize(format, w.data(), rows, cols, stored.data());
     std::vector<float> back(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
-      ir::weight_dequantize_row(format, stored.data() + static_cast<size_t>(r) * ir::weight_format_row_bytes(format, cols),
-                                cols, back.data());
+      ir::weight_dequantize_row_at(format, stored.data(), rows, cols, r, back.data());
       const int64_t span = g == 0 ? cols : g;
       for (int64_t b0 = 0; b0 < cols; b0 += span) {
         float amax = 0.0f;
@@ -269,7 +279,7 @@ TEST(WeightQuantize, RoundTripErrorIsAtMostHalfAScale) {
         for (int64_t t = b0; t < b0 + span; ++t) {
           const float orig = w[static_cast<size_t>(r * cols + t)];
           double bound = 0.0;
-          switch (format) {
+          switch (ir::weight_format_base(format)) {
             case WeightFormat::kF32: bound = 0.0; break;
             case WeightFormat::kF16: bound = std::ldexp(std::fabs(orig), -11) + std::ldexp(1.0, -25); break;
             case WeightFormat::kBF16: bound = std::ldexp(std::fabs(orig), -8); break;
@@ -280,11 +290,37 @@ TEST(WeightQuantize, RoundTripErrorIsAtMostHalfAScale) {
             case WeightFormat::kI8Group128: bound = amax / 127.0 * (0.5 + 127.0 * std::ldexp(1.0, -11)) * (1 + 1e-3); break;
             case WeightFormat::kI4Group32:
             case WeightFormat::kI4Group128: bound = amax / 7.0 * (0.5 + 7.0 * std::ldexp(1.0, -11)) * (1 + 1e-3); break;
+            default: ADD_FAILURE() << "not a base format"; break;
           }
           EXPECT_LE(std::fabs(back[static_cast<size_t>(t)] - orig), bound)
               << ir::weight_format_name(format) << " row " << r << " col " << t;
         }
       }
+    }
+  }
+}
+
+// A panel format stores exactly its base format's values: every row read back from the panel
+// layout equals the same row quantised in the base (row) format, and the two take equal space.
+TEST(WeightQuantize, PanelFormatsHoldTheirBaseFormatsValues) {
+  for (WeightFormat format : kAllFormats) {
+    if (!ir::weight_format_is_panel(format)) continue;
+    const WeightFormat base = ir::weight_format_base(format);
+    EXPECT_EQ(ir::weight_format_panel(base), format);
+    const int64_t rows = 24, cols = 160;
+    EXPECT_FALSE(ir::weight_format_fits(format, 20, cols)) << "rows must be a multiple of 8";
+    std::vector<float> w = random_vector(static_cast<size_t>(rows * cols), 91, -2.0f, 2.0f);
+    ASSERT_EQ(ir::weight_format_row_bytes(format, cols), ir::weight_format_row_bytes(base, cols));
+    std::vector<std::byte> panel(static_cast<size_t>(rows) * ir::weight_format_row_bytes(format, cols));
+    std::vector<std::byte> plain(panel.size());
+    ir::weight_quantize(format, w.data(), rows, cols, panel.data());
+    ir::weight_quantize(base, w.data(), rows, cols, plain.data());
+    EXPECT_NE(panel, plain) << "interleaved";
+    std::vector<float> a(static_cast<size_t>(cols)), b(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      ir::weight_dequantize_row_at(format, panel.data(), rows, cols, r, a.data());
+      ir::weight_dequantize_row_at(base, plain.data(), rows, cols, r, b.data());
+      ASSERT_EQ(a, b) << ir::weight_format_name(format) << " row " << r;
     }
   }
 }

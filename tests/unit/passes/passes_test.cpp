@@ -182,6 +182,76 @@ TEST(Passes, KernelSelectionTakesTheFastestAndCachesShapes) {
   EXPECT_EQ(tuner.calls, 4 * 2 * 2);
 }
 
+// A tuner whose kernels for `fast_format` are faster than any other format's.
+class LayoutTuner : public KernelTuner {
+ public:
+  explicit LayoutTuner(ir::WeightFormat fast_format) : fast_(fast_format) {}
+  std::string target() const override { return "cpu-test"; }
+  std::vector<std::string> matmul_candidates(ir::WeightFormat f) const override {
+    return {std::string(ir::weight_format_name(f)) + ".kernel"};
+  }
+  double time_matmul(const std::string&, ir::WeightFormat f, int64_t, int64_t, int64_t) override {
+    ++calls;
+    return f == fast_ ? 1.0 : 2.0;
+  }
+  int calls = 0;
+
+ private:
+  ir::WeightFormat fast_;
+};
+
+// Matmul weights [16, 64] (panel-compatible) and an embedding table that must keep its rows.
+Graph panel_candidate_graph() {
+  Graph g;
+  ValueId ids = g.add_value("ids", DType::kI32, {kTokens});
+  ValueId pos = g.add_value("positions", DType::kI32, {kTokens});
+  g.inputs() = {ids, pos};
+  ValueId table = g.add_weight("embed", counting({16, 64}, 0));
+  ValueId h = g.add_node1("embedding", "embed", {ids, table});
+  ValueId w1 = g.add_weight("proj.w", counting({64, 64}, 1));
+  ValueId h1 = g.add_node1("matmul", "proj", {h, w1});
+  ValueId head = g.add_node1("matmul", "head", {h1, table});  // tied: the table is also a matmul weight
+  g.outputs() = {head};
+  return g;
+}
+
+TEST(Passes, KernelSelectionPicksTheFasterLayoutButKeepsLookupTablesInRows) {
+  for (bool panel_faster : {true, false}) {
+    Graph g = panel_candidate_graph();
+    PassContext ctx;
+    ctx.options.matmul_format = ir::WeightFormat::kI4Group32;
+    LayoutTuner tuner(panel_faster ? ir::WeightFormat::kI4Group32Panel8 : ir::WeightFormat::kI4Group32);
+    ctx.tuner = &tuner;
+    ASSERT_TRUE(run_assign_precision(g, ctx));
+    ASSERT_TRUE(run_select_kernels(g, ctx));
+    const ir::WeightFormat want = panel_faster ? ir::WeightFormat::kI4Group32Panel8 : ir::WeightFormat::kI4Group32;
+    EXPECT_EQ(g.weights().at("proj.w").format, want);
+    EXPECT_EQ(g.weights().at("embed").format, ir::WeightFormat::kI4Group32) << "an embedding reads rows";
+    for (const auto& n : g.nodes()) {
+      if (n.name == "proj") {
+        EXPECT_EQ(n.attr_str("kernel_decode"), std::string(ir::weight_format_name(want)) + ".kernel");
+      }
+      if (n.name == "head") {
+        EXPECT_EQ(n.attr_str("kernel_prefill"), "i4g32.kernel");
+      }
+    }
+  }
+}
+
+TEST(Passes, KernelSelectionWithoutTimingTakesThePanelLayout) {
+  Graph g = panel_candidate_graph();
+  PassContext ctx;
+  ctx.options.matmul_format = ir::WeightFormat::kBF16;
+  ctx.options.autotune = false;
+  LayoutTuner tuner(ir::WeightFormat::kBF16);
+  ctx.tuner = &tuner;
+  ASSERT_TRUE(run_assign_precision(g, ctx));
+  ASSERT_TRUE(run_select_kernels(g, ctx));
+  EXPECT_EQ(g.weights().at("proj.w").format, ir::WeightFormat::kBF16Panel8);
+  EXPECT_EQ(g.weights().at("embed").format, ir::WeightFormat::kBF16);
+  EXPECT_EQ(tuner.calls, 0);
+}
+
 TEST(Passes, MemoryPlanNeverOverlapsLiveValues) {
   Graph g = decoder_like();
   FakeTuner tuner;
