@@ -42,26 +42,33 @@ constexpr size_t kStepBytes = 32;   // one vector of panel data
 // of one panel) as 8 floats.
 struct PanelF16 {
   static constexpr int kSteps = 1;
+  static constexpr size_t kPosBytes = 2 * kPanel;
   static __m256 load(const std::byte* p, int /*t*/) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
 };
 struct PanelBF16 {  // lane j = {bf16 (j, c), bf16 (j, c + 1)}: a bf16 is the top half of its float
   static constexpr int kSteps = 2;
+  static constexpr size_t kPosBytes = 2 * kPanel;
   static __m256 load(const std::byte* p, int t) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm256_castsi256_ps(t == 0 ? _mm256_slli_epi32(v, 16)
                                       : _mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
   }
 };
+struct PanelF32 {  // a panel already converted to float (per-thread scratch)
+  static constexpr int kSteps = 1;
+  static constexpr size_t kPosBytes = 4 * kPanel;
+  static __m256 load(const std::byte* p, int /*t*/) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+};
 
 // y[0:MR, 0:8 NP] = (accumulate ? y : bias or 0) + x[0:MR, 0:kc] · W^T for the NP panels
 // starting at w (already offset to the chunk's first column position; panels pstride bytes
-// apart, 16 bytes per column position); KU accumulator sets split the kc steps.
+// apart, L::kPosBytes per column position); KU accumulator sets split the kc steps.
 template <class L, int MR, int NP, int KU>
 void float_panel_tile(const float* x, int64_t ldx, const std::byte* w, size_t pstride, int64_t kc, float* y,
                       int64_t ldy, const float* bias, bool accumulate) {
-  constexpr size_t kPos = 2 * kPanel;  // bytes per column position
+  constexpr size_t kPos = L::kPosBytes;  // bytes per column position
   __m256 acc[KU][MR][NP];
 #pragma GCC unroll 8
   for (int u = 0; u < KU; ++u)
@@ -131,7 +138,8 @@ void float_panel_tile_edge(int mr, int np, const float* x, int64_t ldx, const st
 
 // Decode-sized calls (m < kMinTileRows) run each row alone over two panels with 4 accumulator
 // sets (8 independent FMA chains). Larger calls run 6 x 2 tiles over all of k: a task is one
-// panel pair (k x 32 bytes, kept in L2) against every row of x.
+// panel pair, converted to float once into per-thread scratch (k x 64 bytes, kept in L2), against
+// every row of x, so the tiles' inner loop is loads, broadcasts and FMAs only.
 constexpr int64_t kMinTileRows = 4;
 constexpr int kTileRows = 6;
 constexpr int kTilePanels = 2;
@@ -156,14 +164,26 @@ void matmul_float_panel(const float* x, int64_t m, int64_t k, const std::byte* w
     return;
   }
   bl.nb = std::min<int64_t>(n, kTilePanels * kPanel);
+  const size_t f32_panel_bytes = static_cast<size_t>(k) * PanelF32::kPosBytes;
   detail::matmul_parallel(m, n, bl, [] {}, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-    const std::byte* wb = w + static_cast<size_t>(j0 / kPanel) * panel_bytes;
+    // The task's panels, converted to float once and reused by every row tile.
     const int np = static_cast<int>((j1 - j0) / kPanel);
+    auto* f32 = static_cast<std::byte*>(detail::matmul_scratch(kTilePanels * f32_panel_bytes, detail::kScratchPanel));
+    for (int p = 0; p < np; ++p) {
+      const std::byte* src = w + static_cast<size_t>(j0 / kPanel + p) * panel_bytes;
+      auto* dst = reinterpret_cast<float*>(f32 + p * f32_panel_bytes);
+      for (int64_t c = 0; c < k; c += L::kSteps) {
+#pragma GCC unroll 2
+        for (int t = 0; t < L::kSteps; ++t) {
+          _mm256_storeu_ps(dst + (c + t) * kPanel, L::load(src + static_cast<size_t>(c) * L::kPosBytes, t));
+        }
+      }
+    }
     const float* bb = bias != nullptr ? bias + j0 : nullptr;
     for (int64_t i = i0; i < i1; i += kTileRows) {
       const int mr = static_cast<int>(std::min<int64_t>(kTileRows, i1 - i));
-      float_panel_tile_edge<L, kTileRows, kTilePanels, 1>(mr, np, x + i * k, k, wb, panel_bytes, k, y + i * n + j0, n,
-                                                          bb, false);
+      float_panel_tile_edge<PanelF32, kTileRows, kTilePanels, 1>(mr, np, x + i * k, k, f32, f32_panel_bytes, k,
+                                                                 y + i * n + j0, n, bb, false);
     }
   });
 }
