@@ -5,6 +5,8 @@
 #include <filesystem>
 
 #include "engine/engine_builder.h"
+#include "engine/engine_file.h"
+#include "unit/engine/engine_test_support.h"
 #include "runtime/executor.h"
 #include "runtime/kv_cache.h"
 #include "runtime/loaded_model.h"
@@ -132,6 +134,29 @@ TEST_F(ExecutorTest, AnEngineForAnotherTargetIsRefusedByTheBackend) {
   auto ex = Executor::create(*model_, other);
   ASSERT_FALSE(ex);
   EXPECT_NE(ex.status().message().find("cpu-scalar"), std::string::npos);
+}
+
+// A weight whose stored format cannot hold its shape (a panel format needs rows in multiples of
+// 8; a norm scale has one row) is refused at load with one line naming it, never run.
+TEST_F(ExecutorTest, AWeightFormatThatDoesNotFitItsShapeIsRefusedAtLoad) {
+  auto file = engine::EngineFile::open(path_, {});
+  ASSERT_TRUE(file) << file.status().message();
+  nlohmann::json meta = file->metadata();
+  auto& weights = meta.at("graph").at("weights");
+  std::string victim;
+  for (auto& [name, w] : weights.items()) {
+    if (w.at("shape").size() == 1) {
+      victim = name;
+      w["format"] = "bf16p8";
+      break;
+    }
+  }
+  ASSERT_FALSE(victim.empty());
+  const std::string forged = path_ + ".forged";
+  engine::testing::write_bytes(forged, engine::testing::forge_engine(meta.dump(), file->header().data_size));
+  auto m = LoadedModel::load(forged);
+  fs::remove(forged);
+  engine::testing::expect_error(m.status(), StatusCode::kInvalidArgument, {victim, "bf16p8", "kiln build"});
 }
 
 TEST(KvCache, ReserveGrowsTablesAndFreeReturnsBlocks) {
