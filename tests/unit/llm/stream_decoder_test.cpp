@@ -18,24 +18,12 @@
 #include "llm/stream_decoder.h"
 #include "llm/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "support/parity_data.h"
 
 namespace kiln::llm {
 namespace {
 
-std::string parity_file(const std::string& name) {
-  const char* dir = std::getenv("KILN_PARITY_DIR");
-  if (dir == nullptr || *dir == '\0') {
-    ADD_FAILURE() << "KILN_PARITY_DIR is not set: run tests/parity/sentencepiece/setup.sh OUT_DIR and set "
-                     "KILN_PARITY_DIR=OUT_DIR";
-    return {};
-  }
-  std::ifstream in(std::string(dir) + "/" + name, std::ios::binary);
-  if (!in) {
-    ADD_FAILURE() << "missing " << dir << "/" << name << ": run tests/parity/sentencepiece/setup.sh " << dir;
-    return {};
-  }
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using kiln::testing::parity_file;
 
 // Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF, nothing cut off.
 bool valid_utf8(std::string_view s) {

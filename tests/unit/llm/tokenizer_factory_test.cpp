@@ -11,26 +11,14 @@
 #include <iterator>
 
 #include "llm/tokenizer.h"
+#include "support/parity_data.h"
 
 namespace kiln::llm {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string parity_model() {
-  const char* dir = std::getenv("KILN_PARITY_DIR");
-  if (dir == nullptr || *dir == '\0') {
-    ADD_FAILURE() << "KILN_PARITY_DIR is not set: run tests/parity/sentencepiece/setup.sh OUT_DIR and set "
-                     "KILN_PARITY_DIR=OUT_DIR";
-    return {};
-  }
-  std::ifstream in(std::string(dir) + "/llama2.model", std::ios::binary);
-  if (!in) {
-    ADD_FAILURE() << "missing " << dir << "/llama2.model: run tests/parity/sentencepiece/setup.sh " << dir;
-    return {};
-  }
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+std::string parity_model() { return kiln::testing::parity_file("llama2.model"); }
 
 void expect_error(const Expected<std::unique_ptr<Tokenizer>>& t, const std::string& needle) {
   ASSERT_FALSE(t) << "expected an error containing '" << needle << "'";

@@ -15,21 +15,13 @@
 #include "llm/gpt2_vocab.h"
 #include "llm/hf_tokenizer.h"
 #include "llm/tiktoken.h"
+#include "support/parity_data.h"
 
 namespace kiln::llm {
 namespace {
 
-std::string parity_dir() {
-  const char* dir = std::getenv("KILN_PARITY_DIR");
-  return dir == nullptr ? std::string() : std::string(dir);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using kiln::testing::parity_dir;
+using kiln::testing::read_file;
 
 std::vector<nlohmann::json> read_expected(const std::string& name) {
   std::vector<nlohmann::json> rows;
