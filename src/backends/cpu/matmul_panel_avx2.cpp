@@ -62,12 +62,12 @@ struct PanelF32 {  // a panel already converted to float (per-thread scratch)
   static __m256 load(const std::byte* p, int /*t*/) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
 };
 
-// y[0:MR, 0:8 NP] = (accumulate ? y : bias or 0) + x[0:MR, 0:kc] · W^T for the NP panels
+// y[0:MR, 0:8 NP] = (bias or 0) + x[0:MR, 0:kc] · W^T for the NP panels
 // starting at w (already offset to the chunk's first column position; panels pstride bytes
 // apart, L::kPosBytes per column position); KU accumulator sets split the kc steps.
 template <class L, int MR, int NP, int KU>
 void float_panel_tile(const float* x, int64_t ldx, const std::byte* w, size_t pstride, int64_t kc, float* y,
-                      int64_t ldy, const float* bias, bool accumulate) {
+                      int64_t ldy, const float* bias) {
   constexpr size_t kPos = L::kPosBytes;  // bytes per column position
   __m256 acc[KU][MR][NP];
 #pragma GCC unroll 8
@@ -113,11 +113,7 @@ void float_panel_tile(const float* x, int64_t ldx, const std::byte* w, size_t ps
       __m256 v = acc[0][r][p];
 #pragma GCC unroll 8
       for (int u = 1; u < KU; ++u) v = _mm256_add_ps(v, acc[u][r][p]);
-      if (accumulate) {
-        v = _mm256_add_ps(v, _mm256_loadu_ps(y + r * ldy + p * kPanel));
-      } else if (bias != nullptr) {
-        v = _mm256_add_ps(v, _mm256_loadu_ps(bias + p * kPanel));
-      }
+      if (bias != nullptr) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + p * kPanel));
       _mm256_storeu_ps(y + r * ldy + p * kPanel, v);
     }
   }
@@ -126,14 +122,14 @@ void float_panel_tile(const float* x, int64_t ldx, const std::byte* w, size_t ps
 // float_panel_tile for mr <= MR rows and np <= NP panels.
 template <class L, int MR, int NP, int KU>
 void float_panel_tile_edge(int mr, int np, const float* x, int64_t ldx, const std::byte* w, size_t pstride,
-                           int64_t kc, float* y, int64_t ldy, const float* bias, bool accumulate) {
+                           int64_t kc, float* y, int64_t ldy, const float* bias) {
   if constexpr (MR > 1) {
-    if (mr < MR) return float_panel_tile_edge<L, MR - 1, NP, KU>(mr, np, x, ldx, w, pstride, kc, y, ldy, bias, accumulate);
+    if (mr < MR) return float_panel_tile_edge<L, MR - 1, NP, KU>(mr, np, x, ldx, w, pstride, kc, y, ldy, bias);
   }
   if constexpr (NP > 1) {
-    if (np < NP) return float_panel_tile_edge<L, MR, NP - 1, KU>(mr, np, x, ldx, w, pstride, kc, y, ldy, bias, accumulate);
+    if (np < NP) return float_panel_tile_edge<L, MR, NP - 1, KU>(mr, np, x, ldx, w, pstride, kc, y, ldy, bias);
   }
-  float_panel_tile<L, MR, NP, KU>(x, ldx, w, pstride, kc, y, ldy, bias, accumulate);
+  float_panel_tile<L, MR, NP, KU>(x, ldx, w, pstride, kc, y, ldy, bias);
 }
 
 // Decode-sized calls (m < kMinTileRows) run each row alone over two panels with 4 accumulator
@@ -158,7 +154,7 @@ void matmul_float_panel(const float* x, int64_t m, int64_t k, const std::byte* w
       const int np = static_cast<int>((j1 - j0) / kPanel);
       const float* bb = bias != nullptr ? bias + j0 : nullptr;
       for (int64_t i = i0; i < i1; ++i) {
-        float_panel_tile_edge<L, 1, 2, 4>(1, np, x + i * k, k, wb, panel_bytes, k, y + i * n + j0, n, bb, false);
+        float_panel_tile_edge<L, 1, 2, 4>(1, np, x + i * k, k, wb, panel_bytes, k, y + i * n + j0, n, bb);
       }
     });
     return;
@@ -183,7 +179,7 @@ void matmul_float_panel(const float* x, int64_t m, int64_t k, const std::byte* w
     for (int64_t i = i0; i < i1; i += kTileRows) {
       const int mr = static_cast<int>(std::min<int64_t>(kTileRows, i1 - i));
       float_panel_tile_edge<PanelF32, kTileRows, kTilePanels, 1>(mr, np, x + i * k, k, f32, f32_panel_bytes, k,
-                                                                 y + i * n + j0, n, bb, false);
+                                                                 y + i * n + j0, n, bb);
     }
   });
 }
