@@ -22,7 +22,8 @@
 //            quantize_activations.h) but moves 4x fewer bytes through the core.
 //   panel    for the panel formats ("p8", ir/weight_format.h): each vector holds 8 output
 //            columns, so there are no horizontal sums and one scale vector serves 8 outputs;
-//            float panels use broadcast-FMA tiles, integer panels the q8dot arithmetic.
+//            float panels use broadcast-FMA tiles, integer panels the q8dot arithmetic (AVX-512:
+//            VNNI dot products, bit-identical to AVX2's).
 // Every kernel parallelises with OpenMP over blocks of output columns (and rows when m is
 // large), using the thread count set by omp_set_num_threads().
 #pragma once

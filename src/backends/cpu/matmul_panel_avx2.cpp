@@ -36,6 +36,16 @@ using ir::WeightFormat;
 constexpr int kPanel = 8;           // rows per panel = output columns per vector
 constexpr size_t kStepBytes = 32;   // one vector of panel data
 
+// Decode streams each weight once, doing little arithmetic per byte: asking for the bytes
+// kPrefetchBytes ahead keeps more cache misses in flight than the hardware prefetcher alone
+// (the panels a thread reads are consecutive, so "ahead" is the data it reads next).
+constexpr size_t kPrefetchBytes = 4096;
+void prefetch_ahead(const std::byte* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + off), _MM_HINT_T0);
+  }
+}
+
 // ---- float panels ---------------------------------------------------------------------------
 
 // A loader reads column position t (< kSteps) of a unit of kSteps positions (16 * kSteps bytes
@@ -81,6 +91,12 @@ void float_panel_tile(const float* x, int64_t ldx, const std::byte* w, size_t ps
   static_assert(kStep % S == 0 && kStep % KU == 0, "accumulator sets come in whole loads");
   int64_t i = 0;
   for (; i + kStep <= kc; i += kStep) {
+    if constexpr (MR == 1) {
+#pragma GCC unroll 8
+      for (int p = 0; p < NP; ++p) {
+        prefetch_ahead(w + p * pstride + static_cast<size_t>(i) * kPos, kStep * kPos);
+      }
+    }
 #pragma GCC unroll 8
     for (int u = 0; u < kStep; ++u) {
       __m256 wv[NP];
@@ -192,16 +208,6 @@ int32_t load_i32(const int8_t* p) {
   return v;
 }
 
-// Decode streams each weight once, doing little arithmetic per byte: asking for the bytes
-// kPrefetchBytes ahead keeps more cache misses in flight than the hardware prefetcher alone
-// (the panels a thread reads are consecutive, so "ahead" is the data it reads next).
-constexpr size_t kPrefetchBytes = 2048;
-void prefetch_ahead(const std::byte* p, size_t bytes) {
-  for (size_t off = 0; off < bytes; off += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + off), _MM_HINT_T0);
-  }
-}
-
 // i4g32p8: R quantised activation rows (from row i) x one panel of `blocks` blocks of 144 bytes
 // (8 fp16 scales, then 4 steps of 32 nibble-pair bytes).
 template <int R>
@@ -280,8 +286,8 @@ void i8_panel_tile(const Q8Rows& xq, int64_t i, const std::byte* panel, int64_t 
   const __m256 scale = _mm256_loadu_ps(reinterpret_cast<const float*>(panel + static_cast<size_t>(blocks) * 8 * kStepBytes));
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    __m256 v = _mm256_mul_ps(accf[r], scale);
-    if (bias != nullptr) v = _mm256_add_ps(v, _mm256_loadu_ps(bias));
+    // One explicit fused step, so that every ISA rounds alike whatever the compiler contracts.
+    const __m256 v = bias != nullptr ? _mm256_fmadd_ps(accf[r], scale, _mm256_loadu_ps(bias)) : _mm256_mul_ps(accf[r], scale);
     _mm256_storeu_ps(y + r * ldy, v);
   }
 }

@@ -230,9 +230,30 @@ TEST(MatmulRegistry, EveryFormatHasScalarAndAvx2Kernels) {
     EXPECT_GT(avx2.size(), scalar.size()) << ir::weight_format_name(format);
     EXPECT_EQ(avx2.front()->isa, Isa::kAvx2) << "best guess first";
     const auto avx512 = matmul_kernels(format, Isa::kAvx512);
-    if (!ir::weight_format_is_panel(format)) {
-      EXPECT_EQ(avx512.front()->isa, Isa::kAvx512) << ir::weight_format_name(format);
+    EXPECT_EQ(avx512.front()->isa, Isa::kAvx512) << ir::weight_format_name(format);
+  }
+}
+
+// The integer panel kernels of every ISA compute the same integer dot products and then the same
+// float operations in the same order, so their outputs are identical bit for bit (decode- and
+// prefill-sized calls, with bias).
+TEST(MatmulRegistry, IntegerPanelKernelsAgreeBitForBitAcrossIsas) {
+  if (isa_detect() < Isa::kAvx512) GTEST_SKIP() << "this CPU lacks avx512 (it supports " << isa_name(isa_detect()) << ")";
+  for (WeightFormat format : {WeightFormat::kI8ChannelPanel8, WeightFormat::kI4Group32Panel8}) {
+    const MatmulKernel* avx2 = matmul_kernel_find(std::string(ir::weight_format_name(format)) + ".avx2.panel");
+    const MatmulKernel* avx512 = matmul_kernel_find(std::string(ir::weight_format_name(format)) + ".avx512.panel");
+    ASSERT_NE(avx2, nullptr);
+    ASSERT_NE(avx512, nullptr);
+    int compared = 0;
+    for (const auto& c : cases(format)) {
+      std::vector<float> y2(static_cast<size_t>(c->m * c->n)), y512(y2.size(), -1.0f);
+      matmul(*avx2, c->x.data(), c->m, c->k, c->w.data(), c->n, c->bias.data(), y2.data());
+      matmul(*avx512, c->x.data(), c->m, c->k, c->w.data(), c->n, c->bias.data(), y512.data());
+      ASSERT_EQ(std::memcmp(y2.data(), y512.data(), y2.size() * sizeof(float)), 0)
+          << ir::weight_format_name(format) << " m=" << c->m << " k=" << c->k << " n=" << c->n;
+      ++compared;
     }
+    EXPECT_GT(compared, 10);
   }
 }
 
