@@ -16,7 +16,7 @@ namespace kiln::cpu {
 void cpu_set_threads(int threads);
 int cpu_threads();
 
-// "cpu-avx512", "cpu-avx2" or "cpu-scalar".
+// "cpu-avx512bf16", "cpu-avx512", "cpu-avx2" or "cpu-scalar".
 std::string cpu_target_name(Isa isa);
 
 class CpuBackend final : public runtime::Backend {

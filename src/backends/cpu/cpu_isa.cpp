@@ -48,8 +48,9 @@ Isa detect_x86() {
   const bool avx512f = bit(l7.ebx, 16), avx512dq = bit(l7.ebx, 17), avx512bw = bit(l7.ebx, 30),
              avx512vl = bit(l7.ebx, 31), avx512vnni = bit(l7.ecx, 11);
   if (!(os_ymm && avx && avx2 && fma && f16c)) return Isa::kScalar;
-  if (os_zmm && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni) return Isa::kAvx512;
-  return Isa::kAvx2;
+  if (!(os_zmm && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni)) return Isa::kAvx2;
+  const bool avx512bf16 = bit(cpuid(7, 1).eax, 5);
+  return avx512bf16 ? Isa::kAvx512Bf16 : Isa::kAvx512;
 }
 #endif
 
@@ -63,7 +64,7 @@ Isa env_or_detected() {
     if (env == nullptr || *env == '\0') return detected;
     const std::optional<Isa> wanted = isa_from_name(env);
     if (!wanted) {
-      std::fprintf(stderr, "kiln: ignoring KILN_CPU_ISA=%s (expected scalar, avx2 or avx512)\n", env);
+      std::fprintf(stderr, "kiln: ignoring KILN_CPU_ISA=%s (expected scalar, avx2, avx512 or avx512bf16)\n", env);
       return detected;
     }
     if (*wanted > detected) {
@@ -112,12 +113,13 @@ std::string_view isa_name(Isa isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kAvx512Bf16: return "avx512bf16";
   }
   return "unknown";
 }
 
 std::optional<Isa> isa_from_name(std::string_view name) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
     if (isa_name(isa) == name) return isa;
   }
   return std::nullopt;

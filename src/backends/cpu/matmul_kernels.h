@@ -14,5 +14,6 @@ std::span<const MatmulKernel> matmul_kernels_avx2_q8dot();   // matmul_q8dot_avx
 std::span<const MatmulKernel> matmul_kernels_avx2_panel();   // matmul_panel_avx2.cpp
 std::span<const MatmulKernel> matmul_kernels_avx512_float();  // matmul_avx512.cpp
 std::span<const MatmulKernel> matmul_kernels_avx512_panel();  // matmul_panel_avx512.cpp
+std::span<const MatmulKernel> matmul_kernels_avx512bf16();    // matmul_bf16dot_avx512.cpp
 
 }  // namespace kiln::cpu::detail

@@ -6,7 +6,7 @@ namespace kiln::cpu {
 namespace {
 
 TEST(CpuIsa, NamesRoundTrip) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
     const auto back = isa_from_name(isa_name(isa));
     ASSERT_TRUE(back.has_value()) << isa_name(isa);
     EXPECT_EQ(*back, isa);
@@ -33,12 +33,13 @@ TEST(CpuIsa, OverrideLowersAndResets) {
 }
 
 TEST(CpuIsa, OverrideRefusesWhatTheCpuLacks) {
-  if (isa_detect() == Isa::kAvx512) GTEST_SKIP() << "this CPU has every ISA Kiln knows";
+  if (isa_detect() == Isa::kAvx512Bf16) GTEST_SKIP() << "this CPU has every ISA Kiln knows";
   const Isa before = isa_active();
-  const Status s = isa_override(Isa::kAvx512);
+  const Isa beyond = static_cast<Isa>(static_cast<int>(isa_detect()) + 1);
+  const Status s = isa_override(beyond);
   EXPECT_FALSE(s.is_ok());
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("avx512"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(isa_name(beyond)), std::string::npos) << s.message();
   EXPECT_EQ(isa_active(), before) << "a refused override changes nothing";
 }
 
@@ -56,6 +57,9 @@ TEST(CpuIsa, DetectMatchesCompilerBuiltins) {
   }
   if (!avx512) {
     EXPECT_LE(isa_detect(), Isa::kAvx2);
+  }
+  if (!avx512 || !__builtin_cpu_supports("avx512bf16")) {
+    EXPECT_LE(isa_detect(), Isa::kAvx512);
   }
   if (avx2) {
     EXPECT_GE(isa_detect(), Isa::kAvx2) << "a CPU with AVX2 under a 64-bit OS that saves YMM";

@@ -5,6 +5,8 @@
 //   float-exact kernels (scalar, RxC, dq.RxC): |y - ref| <= 1e-5 * mag. Float sums of k terms
 //     in a few independent accumulators stay near sqrt(k) * 2^-24 * mag (about 4e-6 * mag at
 //     k = 5125); a single dropped or doubled term (about mag / k) is far above the bound.
+//   bf16 dot-product kernels round each activation to bf16 (8 significant bits), which moves
+//     the output by at most 2^-8 * mag; the test adds that (plus 1%) to the float term.
 //   q8dot kernels (and integer panel kernels) also round the activations: each block of 32 is stored as d * q with
 //     d = max|x| / 127, so |x - d * q| <= d / 2 = max|x_block| / 254 per element, and the
 //     output moves by at most sum_blocks (max|x_block| / 254) * sum_{t in block} |w[j, t]|
@@ -156,6 +158,9 @@ bool is_q8dot(const MatmulKernel& kernel) {
          ir::weight_format_is_quantized(kernel.format);
 }
 
+// The bf16 dot-product kernels round each activation to bf16: |x - bf16(x)| <= 2^-8 |x|.
+bool rounds_activations_to_bf16(const MatmulKernel& kernel) { return kernel.isa == Isa::kAvx512Bf16; }
+
 // Runs `kernel` on `c` with a NaN-poisoned output; returns the number of elements out of bounds
 // (reporting the first few).
 int check_case(const MatmulKernel& kernel, const Case& c, bool with_bias) {
@@ -169,6 +174,7 @@ int check_case(const MatmulKernel& kernel, const Case& c, bool with_bias) {
       const double want = c.ref[e] + b;
       double tol = 1e-5 * (c.mag[e] + std::fabs(b)) + 1e-30;
       if (is_q8dot(kernel)) tol += 1.01 * c.q8_bound[e];
+      if (rounds_activations_to_bf16(kernel)) tol += 1.01 * std::ldexp(c.mag[e], -8);
       const double got = y[e];
       if (!(std::fabs(got - want) <= tol)) {
         if (++bad <= 3) {

@@ -1,0 +1,188 @@
+// bf16 dot-product kernel for bf16p8 weights (AVX512_BF16): vdpbf16ps multiplies pairs of bf16
+// values and adds both products to a float lane, twice the multiply rate of float FMAs.
+//
+// The weights need no conversion: bf16p8 already holds two consecutive column positions of
+// one row in each 32-bit lane, exactly the operand vdpbf16ps takes. The activations are rounded
+// to bf16 (to nearest even) once per call, as llama.cpp does for its BF16 type and as a model
+// running in bf16 does everywhere; this adds at most 2^-8 * sum_t |x_t * w_t| to each output
+// (the kernel is a candidate that `kiln build` times, not the default, for that reason).
+//
+// Prefill-sized calls pack a task's 4 panels (32 output columns) into [k / 2][32] lanes, two
+// vectors per position pair, and run 12 x 2 tiles: per pair of positions, 2 weight loads, 12
+// broadcasts of an activation pair and 24 vdpbf16ps. Decode-sized calls are memory bound and
+// run the exact AVX2 panel kernel. Compiled with a target pragma; only called when
+// isa_active() >= Isa::kAvx512Bf16.
+//
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized (GCC bug 105593; see matmul_avx512.cpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/matmul_kernels.h"
+#include "backends/cpu/matmul_tiling.h"
+
+#if defined(__clang__)
+#pragma clang attribute push(                                                                                   \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c"))), \
+    apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c")
+#endif
+
+namespace kiln::cpu::avx512bf16 {
+namespace {
+
+using ir::WeightFormat;
+
+constexpr int kPanel = 8;
+constexpr int64_t kMinTileRows = 4;
+constexpr int kTaskPanels = 4;     // 32 output columns: two vectors
+constexpr int kTileRows = 12;      // 24 accumulators
+constexpr int64_t kPairLanes = 32;  // 32-bit lanes per position pair in the packed panels
+
+MatmulFn avx2_kernel() {
+  for (const MatmulKernel& kernel : detail::matmul_kernels_avx2_panel()) {
+    if (kernel.format == WeightFormat::kBF16Panel8) return kernel.fn;
+  }
+  return nullptr;
+}
+
+// x row (k floats, k even) -> k bf16, rounded to nearest even.
+void round_row_to_bf16(const float* x, int64_t k, uint16_t* out) {
+  int64_t c = 0;
+  for (; c + 16 <= k; c += 16) {
+    const __m256bh b = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + c));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), reinterpret_cast<const __m256i&>(b));
+  }
+  if (c < k) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (k - c)) - 1);
+    const __m256bh b = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x + c));
+    _mm256_mask_storeu_epi16(out + c, mask, reinterpret_cast<const __m256i&>(b));
+  }
+}
+
+// Copies `np` panels (panel_bytes apart) into dst[k / 2][32 lanes]; panels past np are zero.
+void pack_panels(const std::byte* w, size_t panel_bytes, int np, int64_t k, uint32_t* dst) {
+  constexpr size_t kPairBytes = 4 * kPanel;  // one position pair of one panel
+  for (int p = 0; p < kTaskPanels; ++p) {
+    const std::byte* src = w + static_cast<size_t>(p) * panel_bytes;
+    for (int64_t c = 0; c < k / 2; ++c) {
+      const __m256i v = p < np ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + c * kPairBytes))
+                               : _mm256_setzero_si256();
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + c * kPairLanes + p * kPanel), v);
+    }
+  }
+}
+
+uint32_t load_pair(const uint16_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// y[0:MR, 0:16 NZ] = (bias) + xb[0:MR, 0:k] · packed; the last vector stores `last` lanes.
+template <int MR, int NZ>
+void tile(const uint16_t* xb, int64_t k, const uint32_t* packed, float* y, int64_t ldy, const float* bias,
+          __mmask16 last) {
+  __m512 acc[MR][NZ];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 2
+    for (int z = 0; z < NZ; ++z) acc[r][z] = _mm512_setzero_ps();
+  }
+  for (int64_t c = 0; c < k / 2; ++c) {
+    __m512bh wv[NZ];
+#pragma GCC unroll 2
+    for (int z = 0; z < NZ; ++z) {
+      const __m512i v = _mm512_loadu_si512(packed + c * kPairLanes + 16 * z);
+      wv[z] = reinterpret_cast<const __m512bh&>(v);
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512i xv = _mm512_set1_epi32(static_cast<int>(load_pair(xb + r * k + 2 * c)));
+#pragma GCC unroll 2
+      for (int z = 0; z < NZ; ++z) acc[r][z] = _mm512_dpbf16_ps(acc[r][z], reinterpret_cast<const __m512bh&>(xv), wv[z]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 2
+    for (int z = 0; z < NZ; ++z) {
+      const __mmask16 mask = z == NZ - 1 ? last : __mmask16{0xffff};
+      __m512 v = acc[r][z];
+      if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias + 16 * z));
+      _mm512_mask_storeu_ps(y + r * ldy + 16 * z, mask, v);
+    }
+  }
+}
+
+template <int MR, int NZ>
+void tile_edge(int mr, const uint16_t* xb, int64_t k, const uint32_t* packed, float* y, int64_t ldy,
+               const float* bias, __mmask16 last) {
+  if constexpr (MR > 1) {
+    if (mr < MR) return tile_edge<MR - 1, NZ>(mr, xb, k, packed, y, ldy, bias, last);
+  }
+  tile<MR, NZ>(xb, k, packed, y, ldy, bias, last);
+}
+
+void matmul_bf16dot(const float* x, int64_t m, int64_t k, const std::byte* w, int64_t n, const float* bias,
+                    float* y) {
+  if (m < kMinTileRows) return avx2_kernel()(x, m, k, w, n, bias, y);
+  const size_t panel_bytes = static_cast<size_t>(k) * 2 * kPanel;
+  auto* xb = static_cast<uint16_t*>(
+      detail::matmul_scratch(static_cast<size_t>(m * k) * sizeof(uint16_t), detail::kScratchActivations));
+  detail::Blocking bl;
+  bl.mb = m;
+  bl.nb = std::min<int64_t>(n, kTaskPanels * kPanel);
+  bl.kc = k;
+  const auto round_rows = [&] {
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < m; ++r) round_row_to_bf16(x + r * k, k, xb + r * k);
+  };
+  detail::matmul_parallel(m, n, bl, round_rows, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    const int np = static_cast<int>((j1 - j0) / kPanel);
+    auto* packed = static_cast<uint32_t*>(
+        detail::matmul_scratch(static_cast<size_t>(k / 2 * kPairLanes) * sizeof(uint32_t), detail::kScratchPanel));
+    pack_panels(w + static_cast<size_t>(j0 / kPanel) * panel_bytes, panel_bytes, np, k, packed);
+    const float* bb = bias != nullptr ? bias + j0 : nullptr;
+    const int lanes_last = np > 2 ? np - 2 : np;
+    const __mmask16 last = lanes_last >= 2 ? __mmask16{0xffff} : __mmask16{0x00ff};
+    for (int64_t i = i0; i < i1; i += kTileRows) {
+      const int mr = static_cast<int>(std::min<int64_t>(kTileRows, i1 - i));
+      float* yt = y + i * n + j0;
+      if (np > 2) {
+        tile_edge<kTileRows, 2>(mr, xb + i * k, k, packed, yt, n, bb, last);
+      } else {
+        tile_edge<kTileRows, 1>(mr, xb + i * k, k, packed, yt, n, bb, last);
+      }
+    }
+  });
+}
+
+constexpr MatmulKernel kKernels[] = {
+    {"bf16p8.avx512bf16.dot", WeightFormat::kBF16Panel8, Isa::kAvx512Bf16, matmul_bf16dot},
+};
+
+}  // namespace
+}  // namespace kiln::cpu::avx512bf16
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+namespace kiln::cpu::detail {
+std::span<const MatmulKernel> matmul_kernels_avx512bf16() { return avx512bf16::kKernels; }
+}  // namespace kiln::cpu::detail
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
