@@ -49,6 +49,12 @@ inline Blocking matmul_blocking(int64_t m, int64_t n, int64_t k, int tile_m, int
 // threads, after every thread has run prologue() (which may hold an orphaned `omp for`, e.g.
 // quantising activations; an implicit barrier follows it). Blocks of one column range are
 // consecutive so a thread reuses the weight panel it just read.
+//
+// Prefill-sized blocks (m > 4) cost the same, so they are split evenly. Decode-sized calls are
+// bound by memory bandwidth, which the cores do not get in equal shares on a shared machine:
+// guided scheduling hands out long runs of consecutive blocks first (a few long streams to
+// prefetch) and short ones at the end, so a thread that got less bandwidth does not hold the
+// other at the barrier.
 template <class Prologue, class Body>
 void matmul_parallel(int64_t m, int64_t n, const Blocking& b, Prologue&& prologue, Body&& body) {
   const int64_t bm = ceil_div(m, b.mb);
@@ -58,11 +64,17 @@ void matmul_parallel(int64_t m, int64_t n, const Blocking& b, Prologue&& prologu
   {
     prologue();
 #pragma omp barrier
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < tasks; ++t) {
+    const auto run = [&](int64_t t) {
       const int64_t jb = t / bm, ib = t % bm;
       const int64_t i0 = ib * b.mb, j0 = jb * b.nb;
       body(i0, std::min(m, i0 + b.mb), j0, std::min(n, j0 + b.nb));
+    };
+    if (m <= 4) {
+#pragma omp for schedule(guided)
+      for (int64_t t = 0; t < tasks; ++t) run(t);
+    } else {
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < tasks; ++t) run(t);
     }
   }
 }
