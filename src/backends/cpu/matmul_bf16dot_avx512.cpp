@@ -47,13 +47,6 @@ constexpr int kTaskPanels = 4;     // 32 output columns: two vectors
 constexpr int kTileRows = 12;      // 24 accumulators
 constexpr int64_t kPairLanes = 32;  // 32-bit lanes per position pair in the packed panels
 
-MatmulFn avx2_kernel() {
-  for (const MatmulKernel& kernel : detail::matmul_kernels_avx2_panel()) {
-    if (kernel.format == WeightFormat::kBF16Panel8) return kernel.fn;
-  }
-  return nullptr;
-}
-
 // x row (k floats, k even) -> k bf16, rounded to nearest even.
 void round_row_to_bf16(const float* x, int64_t k, uint16_t* out) {
   int64_t c = 0;
@@ -134,7 +127,7 @@ void tile_edge(int mr, const uint16_t* xb, int64_t k, const uint32_t* packed, fl
 
 void matmul_bf16dot(const float* x, int64_t m, int64_t k, const std::byte* w, int64_t n, const float* bias,
                     float* y) {
-  if (m < kMinTileRows) return avx2_kernel()(x, m, k, w, n, bias, y);
+  if (m < kMinTileRows) return detail::matmul_avx2_panel_fn(WeightFormat::kBF16Panel8)(x, m, k, w, n, bias, y);
   const size_t panel_bytes = static_cast<size_t>(k) * 2 * kPanel;
   auto* xb = static_cast<uint16_t*>(
       detail::matmul_scratch(static_cast<size_t>(m * k) * sizeof(uint16_t), detail::kScratchActivations));

@@ -16,4 +16,8 @@ std::span<const MatmulKernel> matmul_kernels_avx512_float();  // matmul_avx512.c
 std::span<const MatmulKernel> matmul_kernels_avx512_panel();  // matmul_panel_avx512.cpp
 std::span<const MatmulKernel> matmul_kernels_avx512bf16();    // matmul_bf16dot_avx512.cpp
 
+// The AVX2 kernel of a panel format: the AVX-512 panel kernels hand decode-sized calls, which
+// are memory bound, to it.
+MatmulFn matmul_avx2_panel_fn(ir::WeightFormat format);
+
 }  // namespace kiln::cpu::detail

@@ -357,4 +357,12 @@ constexpr MatmulKernel kKernels[] = {
 
 namespace kiln::cpu::detail {
 std::span<const MatmulKernel> matmul_kernels_avx2_panel() { return avx2::kKernels; }
+
+MatmulFn matmul_avx2_panel_fn(ir::WeightFormat format) {
+  for (const MatmulKernel& kernel : avx2::kKernels) {
+    if (kernel.format == format) return kernel.fn;
+  }
+  KILN_CHECK(false && "no AVX2 kernel for this panel format");
+  return nullptr;
+}
 }  // namespace kiln::cpu::detail

@@ -44,14 +44,6 @@ using ir::WeightFormat;
 constexpr int kPanel = 8;            // rows per panel
 constexpr int64_t kMinTileRows = 4;  // below this, a call is decode-sized
 
-// The AVX2 kernel for `format`, which decode-sized calls use.
-MatmulFn avx2_panel_kernel(WeightFormat format) {
-  for (const MatmulKernel& kernel : detail::matmul_kernels_avx2_panel()) {
-    if (kernel.format == format) return kernel.fn;
-  }
-  return nullptr;
-}
-
 // Lanes 0-7 from a, 8-15 from b.
 __m512 join(__m256 a, __m256 b) { return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1); }
 __m512i join(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
@@ -146,7 +138,7 @@ void float_tile_edge(int mr, const float* x, int64_t ldx, const float* wf, int64
 template <WeightFormat kFormat>
 void matmul_float_panel(const float* x, int64_t m, int64_t k, const std::byte* w, int64_t n, const float* bias,
                         float* y) {
-  if (m < kMinTileRows) return avx2_panel_kernel(kFormat)(x, m, k, w, n, bias, y);
+  if (m < kMinTileRows) return detail::matmul_avx2_panel_fn(kFormat)(x, m, k, w, n, bias, y);
   const size_t panel_bytes = static_cast<size_t>(k) * 2 * kPanel;
   // Equal chunks of at most kFloatChunk positions, even (bf16p8 holds positions in pairs).
   const int64_t chunks = detail::ceil_div(k, kFloatChunk);
@@ -312,7 +304,7 @@ void int_tile_edge(int r, const Q8Rows& xq, int64_t i, const std::byte* packed, 
 template <WeightFormat kFormat>
 void matmul_int_panel(const float* x, int64_t m, int64_t k, const std::byte* w, int64_t n, const float* bias,
                       float* y) {
-  if (m < kMinTileRows) return avx2_panel_kernel(kFormat)(x, m, k, w, n, bias, y);
+  if (m < kMinTileRows) return detail::matmul_avx2_panel_fn(kFormat)(x, m, k, w, n, bias, y);
   const size_t panel_bytes = kPanel * ir::weight_format_row_bytes(kFormat, k);
   const int64_t blocks = k / kQ8Block;
   const size_t packed_bytes = static_cast<size_t>(blocks) * packed_block_bytes<kFormat>() + 16 * sizeof(float);
