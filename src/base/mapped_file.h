@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -33,6 +34,10 @@ class MappedFile {
   size_t size_ = 0;
   std::string path_;
 };
+
+// How many bytes of the mappings that hold `range` the kernel maps with huge (2 MiB) pages, from
+// /proc/self/smaps; nullopt where that is unknown. Only pages touched so far count.
+std::optional<uint64_t> huge_page_bytes(std::span<const std::byte> range);
 
 // Reads a whole (small) file into a string.
 Expected<std::string> read_text_file(const std::string& path);

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <set>
 
 #include "backends/cpu/memory_bandwidth.h"
+#include "base/mapped_file.h"
 #include "cli/commands.h"
 #include "runtime/sequence_runner.h"
 
@@ -48,6 +50,23 @@ uint64_t decode_bytes_per_token(const runtime::LoadedModel& model) {
     }
   }
   return bytes;
+}
+
+// The share of the engine the kernel maps with 2 MiB pages. Streaming the weights through 4 KiB
+// pages costs a TLB miss per page; whether a file gets huge pages depends on how the page cache
+// holds it, which an earlier process may have decided.
+void print_page_sizes(const engine::EngineFile& file) {
+  const std::optional<uint64_t> huge = huge_page_bytes(file.bytes());
+  if (!huge) return;
+  const double share = static_cast<double>(*huge) / static_cast<double>(file.bytes().size());
+  std::printf("pages    %8.1f%% of the engine mapped in 2 MiB pages\n", 100.0 * share);
+  if (share < 0.5) {
+    std::printf(
+        "note: the page cache holds most of this engine in small pages (from an earlier process), so decode\n"
+        "      pays a TLB miss every 4 KiB; after `dd if=%s iflag=nocache count=0` drops it from the\n"
+        "      cache, the next run reads it into 2 MiB pages\n",
+        file.name().c_str());
+  }
 }
 
 int run_bench(const BenchArgs& a) {
@@ -97,6 +116,7 @@ int run_bench(const BenchArgs& a) {
               static_cast<long long>(a.prompt), a.repeat);
   std::printf("decode   %8.2f tokens/s   (%lld tokens, median of %d)\n", dec, static_cast<long long>(a.decode), a.repeat);
   std::printf("weights  %8.1f MB read per decoded token\n", static_cast<double>(bytes) / 1e6);
+  print_page_sizes(session->model->file());
   std::printf("memory   %8.2f GB/s read bandwidth measured\n", bw / 1e9);
   std::printf("decode reaches %.0f%% of the bandwidth limit (%.2f tokens/s)\n",
               100.0 * dec * static_cast<double>(bytes) / bw, bw / static_cast<double>(bytes));

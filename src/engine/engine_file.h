@@ -125,6 +125,8 @@ class EngineFile {
   // All blob names, sorted.
   std::vector<std::string> blob_names() const;
   uint64_t file_size() const { return header_.file_size; }
+  // The whole file.
+  std::span<const std::byte> bytes() const { return bytes_; }
   // The path given to open(), or the name given to parse().
   const std::string& name() const { return name_; }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "engine/engine_writer.h"
@@ -264,6 +265,32 @@ TEST(EngineSeedCorpusTest, SeedParsesAndMatchesItsGenerator) {
   for (const std::string& name : fresh->blob_names()) {
     EXPECT_TRUE(std::ranges::equal(engine->blob(name), fresh->blob(name))) << name;
   }
+}
+
+// A large engine is mapped at a 2 MiB boundary, so that the kernel can back it with huge pages;
+// its bytes read back unchanged and the huge-page count covers at most the mapping.
+TEST(EngineFileMapping, LargeEngineIsMappedOnAHugePageBoundary) {
+  TempDir dir;
+  const std::string path = dir.file("large.kiln");
+  constexpr size_t kBlob = size_t{5} << 20;
+  EngineWriter writer;
+  writer.set_header("cpu-avx2", "dtype=f32");
+  writer.add_blob("w", kBlob, [](std::span<std::byte> out) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::byte>(i * 7 + (i >> 12));
+    return Status::ok();
+  });
+  ASSERT_TRUE(writer.write(path, {{"model", "large"}}).is_ok());
+  auto file = EngineFile::open(path);
+  ASSERT_TRUE(file.has_value()) << file.status().message();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(file->bytes().data()) % (size_t{2} << 20), 0u);
+  EXPECT_EQ(file->bytes().size(), file->file_size());
+  const std::span<const std::byte> w = file->blob("w");
+  ASSERT_EQ(w.size(), kBlob);
+  for (size_t i = 0; i < kBlob; i += 4093) ASSERT_EQ(w[i], static_cast<std::byte>(i * 7 + (i >> 12))) << i;
+  const std::optional<uint64_t> huge = huge_page_bytes(file->bytes());
+  ASSERT_TRUE(huge.has_value());
+  EXPECT_LE(*huge, file->file_size());
+  EXPECT_FALSE(huge_page_bytes({reinterpret_cast<const std::byte*>(uintptr_t{4096}), 4096}).has_value());
 }
 
 }  // namespace
