@@ -148,11 +148,14 @@ void float_panel_tile_edge(int mr, int np, const float* x, int64_t ldx, const st
   float_panel_tile<L, MR, NP, KU>(x, ldx, w, pstride, kc, y, ldy, bias);
 }
 
-// Decode-sized calls (m < kMinTileRows) run each row alone over two panels with 4 accumulator
-// sets (8 independent FMA chains). Larger calls run 6 x 2 tiles over all of k: a task is one
+// Decode-sized calls (m < kMinTileRows) run each row alone over kDecodePanels panels with 2
+// accumulator sets (8 independent FMA chains); four panels read side by side are four streams
+// in flight, which the memory system serves faster than two. Larger calls run 6 x 2 tiles over all of k: a task is one
 // panel pair, converted to float once into per-thread scratch (k x 64 bytes, kept in L2), against
 // every row of x, so the tiles' inner loop is loads, broadcasts and FMAs only.
 constexpr int64_t kMinTileRows = 4;
+constexpr int kDecodePanels = 4;
+constexpr int kDecodeSets = 2;
 constexpr int kTileRows = 6;
 constexpr int kTilePanels = 2;
 
@@ -164,13 +167,13 @@ void matmul_float_panel(const float* x, int64_t m, int64_t k, const std::byte* w
   bl.mb = m;
   bl.kc = k;
   if (m < kMinTileRows) {
-    bl.nb = std::min<int64_t>(n, 2 * kPanel);
+    bl.nb = std::min<int64_t>(n, kDecodePanels * kPanel);
     detail::matmul_parallel(m, n, bl, [] {}, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
       const std::byte* wb = w + static_cast<size_t>(j0 / kPanel) * panel_bytes;
       const int np = static_cast<int>((j1 - j0) / kPanel);
       const float* bb = bias != nullptr ? bias + j0 : nullptr;
       for (int64_t i = i0; i < i1; ++i) {
-        float_panel_tile_edge<L, 1, 2, 4>(1, np, x + i * k, k, wb, panel_bytes, k, y + i * n + j0, n, bb);
+        float_panel_tile_edge<L, 1, kDecodePanels, kDecodeSets>(1, np, x + i * k, k, wb, panel_bytes, k, y + i * n + j0, n, bb);
       }
     });
     return;
