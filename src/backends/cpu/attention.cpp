@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/simd_exp.h"
 #include "base/status.h"
 
 namespace kiln::cpu {
@@ -100,29 +101,6 @@ KILN_AVX2 inline double hsum(__m256d v) {
   return _mm_cvtsd_f64(s);
 }
 
-// exp(x) for x <= 0 (softmax after max subtraction), about 1 ulp: x = n ln2 + r with
-// |r| <= ln2/2, e^r from the degree-6 Cephes polynomial, 2^n through the exponent bits.
-// Inputs below ln(FLT_MIN) give 0, as their share of a softmax is below fp32 resolution.
-KILN_AVX2 inline __m256 exp_nonpositive(__m256 x) {
-  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  // ln2 split in two so that n * ln2_hi is exact.
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i bits =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
-}
-
 // Sums the lanes of each of a, b, c, d: returns {sum(a), sum(b), sum(c), sum(d)}. One key's
 // dot product always goes through this same tree, alone or with three others, so its value
 // does not depend on how keys are grouped.
@@ -198,7 +176,7 @@ struct Avx2Ops {
 
   // p[0..8) = exp(p - max_v); returns sum + the eight values, summed in double.
   KILN_AVX2 static __m256d exp_store(float* p, __m256 max_v, __m256d sum) {
-    const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(p), max_v));
+    const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(p), max_v));
     _mm256_storeu_ps(p, e);
     sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
     return _mm256_add_pd(sum, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));

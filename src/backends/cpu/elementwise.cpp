@@ -1,6 +1,12 @@
 #include "backends/cpu/elementwise.h"
 
+#include <immintrin.h>
+
+#include <algorithm>
 #include <cmath>
+
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/simd_exp.h"
 
 namespace kiln::cpu {
 namespace {
@@ -10,6 +16,31 @@ constexpr int64_t kParallelMin = int64_t{1} << 15;
 
 // Same operation order as PyTorch's fp32 kernel: x / (1 + exp(-x)).
 inline float silu_one(float x) { return x / (1.0f + std::exp(-x)); }
+
+// y[j] = silu(gate[j]) * up[j] (up == nullptr: silu alone) for j < n. The AVX2 path takes exp
+// from exp_avx2 (about 1 ulp, as PyTorch's vectorised exp), eight at a time; decode runs one
+// row of the intermediate size per layer on one thread, where libm's exp cost more than the
+// rest of the layer's element-wise work together.
+__attribute__((target("avx2,fma"))) void silu_row_avx2(const float* gate, const float* up, int64_t n, float* y) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + j);
+    __m256 v = _mm256_div_ps(g, _mm256_add_ps(one, exp_avx2(_mm256_xor_ps(g, sign))));
+    if (up != nullptr) v = _mm256_mul_ps(v, _mm256_loadu_ps(up + j));
+    _mm256_storeu_ps(y + j, v);
+  }
+  for (; j < n; ++j) y[j] = up != nullptr ? silu_one(gate[j]) * up[j] : silu_one(gate[j]);
+}
+
+void silu_row(const float* gate, const float* up, int64_t n, float* y) {
+  if (isa_active() >= Isa::kAvx2) return silu_row_avx2(gate, up, n, y);
+  for (int64_t j = 0; j < n; ++j) y[j] = up != nullptr ? silu_one(gate[j]) * up[j] : silu_one(gate[j]);
+}
+
+// silu() over a long vector runs in slices of this many elements, spread over the threads.
+constexpr int64_t kSlice = 4096;
 
 }  // namespace
 
@@ -24,8 +55,12 @@ void mul(const float* a, const float* b, int64_t n, float* y) {
 }
 
 void silu(const float* x, int64_t n, float* y) {
+  const int64_t slices = (n + kSlice - 1) / kSlice;
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] = silu_one(x[i]);
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t j0 = s * kSlice;
+    silu_row(x + j0, nullptr, std::min(kSlice, n - j0), y + j0);
+  }
 }
 
 void gelu_tanh(const float* x, int64_t n, float* y) {
@@ -44,9 +79,7 @@ void silu_mul(const float* x, int64_t m, int64_t inter, float* y) {
 #pragma omp parallel for schedule(static) if (m * inter >= kParallelMin)
   for (int64_t i = 0; i < m; ++i) {
     const float* gate = x + i * 2 * inter;
-    const float* up = gate + inter;
-    float* out = y + i * inter;
-    for (int64_t j = 0; j < inter; ++j) out[j] = silu_one(gate[j]) * up[j];
+    silu_row(gate, gate + inter, inter, y + i * inter);
   }
 }
 
