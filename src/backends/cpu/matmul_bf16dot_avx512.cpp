@@ -136,7 +136,7 @@ void matmul_bf16dot(const float* x, int64_t m, int64_t k, const std::byte* w, in
   bl.nb = std::min<int64_t>(n, kTaskPanels * kPanel);
   bl.kc = k;
   const auto round_rows = [&] {
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t r = 0; r < m; ++r) round_row_to_bf16(x + r * k, k, xb + r * k);
   };
   detail::matmul_parallel(m, n, bl, round_rows, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {

@@ -115,7 +115,7 @@ void matmul_float_direct(const float* x, int64_t m, int64_t k, const std::byte* 
                          const float* bias, float* y) {
   const size_t row_bytes = ir::weight_format_row_bytes(kFormat, k);
   const detail::Blocking b = detail::matmul_blocking(m, n, k, R, C, 0, 256, V::kLanes);
-  detail::matmul_parallel(m, n, b, [] {}, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  detail::matmul_parallel(m, n, b, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     for (int64_t k0 = 0; k0 < k; k0 += b.kc) {
       const int64_t kc = std::min(b.kc, k - k0);
       const std::byte* wb = w + static_cast<size_t>(j0) * row_bytes + static_cast<size_t>(k0) * L::kBytes;
@@ -186,7 +186,7 @@ void matmul_dequant_panel(const float* x, int64_t m, int64_t k, const std::byte*
   const int64_t group = std::max(ir::weight_format_group(kFormat), V::kLanes);
   const detail::Blocking b = detail::matmul_blocking(m, n, k, R, C, 512, 256, group);
   const int64_t ld = detail::round_up(b.kc, 16);  // panel row stride in floats
-  detail::matmul_parallel(m, n, b, [] {}, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  detail::matmul_parallel(m, n, b, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     auto* panel = static_cast<float*>(
         detail::matmul_scratch(static_cast<size_t>(b.nb * ld) * sizeof(float), detail::kScratchPanel));
     for (int64_t k0 = 0; k0 < k; k0 += b.kc) {

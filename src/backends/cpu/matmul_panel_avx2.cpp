@@ -168,7 +168,7 @@ void matmul_float_panel(const float* x, int64_t m, int64_t k, const std::byte* w
   bl.kc = k;
   if (m < kMinTileRows) {
     bl.nb = std::min<int64_t>(n, kDecodePanels * kPanel);
-    detail::matmul_parallel(m, n, bl, [] {}, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    detail::matmul_parallel(m, n, bl, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
       const std::byte* wb = w + static_cast<size_t>(j0 / kPanel) * panel_bytes;
       const int np = static_cast<int>((j1 - j0) / kPanel);
       const float* bb = bias != nullptr ? bias + j0 : nullptr;
@@ -180,7 +180,7 @@ void matmul_float_panel(const float* x, int64_t m, int64_t k, const std::byte* w
   }
   bl.nb = std::min<int64_t>(n, kTilePanels * kPanel);
   const size_t f32_panel_bytes = static_cast<size_t>(k) * PanelF32::kPosBytes;
-  detail::matmul_parallel(m, n, bl, [] {}, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  detail::matmul_parallel(m, n, bl, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     // The task's panels, converted to float once and reused by every row tile.
     const int np = static_cast<int>((j1 - j0) / kPanel);
     auto* f32 = static_cast<std::byte*>(detail::matmul_scratch(kTilePanels * f32_panel_bytes, detail::kScratchPanel));
@@ -328,7 +328,7 @@ void matmul_int_panel(const float* x, int64_t m, int64_t k, const std::byte* w, 
   const Q8Rows xq =
       q8_rows_view(detail::matmul_scratch(q8_rows_bytes(m, k), detail::kScratchActivations), m, k);
   const auto quantize = [&] {
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t r = 0; r < m; ++r) q8_quantize_row(x + r * k, r, xq, Isa::kAvx2);
   };
   detail::matmul_parallel(m, n, bl, quantize, [&](int64_t i0, int64_t i1, int64_t j0, int64_t /*j1*/) {

@@ -147,7 +147,7 @@ void matmul_float_panel(const float* x, int64_t m, int64_t k, const std::byte* w
   bl.mb = m;
   bl.nb = std::min<int64_t>(n, kFloatTaskPanels * kPanel);
   bl.kc = k;
-  detail::matmul_parallel(m, n, bl, [] {}, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  detail::matmul_parallel(m, n, bl, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     const int np = static_cast<int>((j1 - j0) / kPanel);
     const std::byte* wt = w + static_cast<size_t>(j0 / kPanel) * panel_bytes;
     auto* wf = static_cast<float*>(
@@ -315,7 +315,7 @@ void matmul_int_panel(const float* x, int64_t m, int64_t k, const std::byte* w, 
   const Q8Rows xq =
       q8_rows_view(detail::matmul_scratch(q8_rows_bytes(m, k), detail::kScratchActivations), m, k);
   const auto quantize = [&] {
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t r = 0; r < m; ++r) q8_quantize_row(x + r * k, r, xq, Isa::kAvx2);
   };
   detail::matmul_parallel(m, n, bl, quantize, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {

@@ -189,7 +189,7 @@ void matmul_q8dot(const float* x, int64_t m, int64_t k, const std::byte* w, int6
   const Q8Rows xq =
       q8_rows_view(detail::matmul_scratch(q8_rows_bytes(m, k), detail::kScratchActivations), m, k);
   const auto quantize = [&] {
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t r = 0; r < m; ++r) q8_quantize_row(x + r * k, r, xq, Isa::kAvx2);
   };
   detail::matmul_parallel(m, n, bl, quantize, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {

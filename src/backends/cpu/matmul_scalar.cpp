@@ -33,7 +33,7 @@ void matmul_scalar(const float* x, int64_t m, int64_t k, const std::byte* w, int
   b.mb = m;
   b.nb = std::max<int64_t>(1, std::min<int64_t>(16, n));  // a multiple of a panel's 8 rows
   b.kc = k;
-  detail::matmul_parallel(m, n, b, [] {}, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  detail::matmul_parallel(m, n, b, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     auto* wrow = static_cast<float*>(detail::matmul_scratch(static_cast<size_t>(k) * sizeof(float),
                                                             detail::kScratchRow));
     for (int64_t j = j0; j < j1; ++j) {

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 namespace kiln::cpu::detail {
 
@@ -46,8 +48,8 @@ inline Blocking matmul_blocking(int64_t m, int64_t n, int64_t k, int tile_m, int
 }
 
 // Runs body(i0, i1, j0, j1) for every block of `b` covering [0, m) x [0, n), on the OpenMP
-// threads, after every thread has run prologue() (which may hold an orphaned `omp for`, e.g.
-// quantising activations; an implicit barrier follows it). Blocks of one column range are
+// threads, after every thread has run prologue() (which may hold an orphaned `omp for nowait`,
+// e.g. quantising activations; one barrier follows it). Blocks of one column range are
 // consecutive so a thread reuses the weight panel it just read.
 //
 // Prefill-sized blocks (m > 4) cost the same, so they are split evenly. Decode-sized calls are
@@ -55,6 +57,13 @@ inline Blocking matmul_blocking(int64_t m, int64_t n, int64_t k, int tile_m, int
 // guided scheduling hands out long runs of consecutive blocks first (a few long streams to
 // prefetch) and short ones at the end, so a thread that got less bandwidth does not hold the
 // other at the barrier.
+//
+// The only barrier is the region's end, plus one after a prologue: decode runs about a hundred
+// of these per token.
+struct NoPrologue {
+  void operator()() const {}
+};
+
 template <class Prologue, class Body>
 void matmul_parallel(int64_t m, int64_t n, const Blocking& b, Prologue&& prologue, Body&& body) {
   const int64_t bm = ceil_div(m, b.mb);
@@ -62,21 +71,28 @@ void matmul_parallel(int64_t m, int64_t n, const Blocking& b, Prologue&& prologu
   const int64_t tasks = bm * bn;
 #pragma omp parallel
   {
-    prologue();
+    if constexpr (!std::is_same_v<std::decay_t<Prologue>, NoPrologue>) {
+      prologue();
 #pragma omp barrier
+    }
     const auto run = [&](int64_t t) {
       const int64_t jb = t / bm, ib = t % bm;
       const int64_t i0 = ib * b.mb, j0 = jb * b.nb;
       body(i0, std::min(m, i0 + b.mb), j0, std::min(n, j0 + b.nb));
     };
     if (m <= 4) {
-#pragma omp for schedule(guided)
+#pragma omp for schedule(guided) nowait
       for (int64_t t = 0; t < tasks; ++t) run(t);
     } else {
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
       for (int64_t t = 0; t < tasks; ++t) run(t);
     }
   }
+}
+
+template <class Body>
+void matmul_parallel(int64_t m, int64_t n, const Blocking& b, Body&& body) {
+  matmul_parallel(m, n, b, NoPrologue{}, std::forward<Body>(body));
 }
 
 // A 64-byte aligned buffer of at least `bytes`, owned by the calling thread and reused by its
