@@ -20,8 +20,8 @@ inline float silu_one(float x) { return x / (1.0f + std::exp(-x)); }
 // y[j] = silu(gate[j]) * up[j] (up == nullptr: silu alone) for j < n. The AVX2 path takes exp
 // from exp_avx2 (about 1 ulp, as PyTorch's vectorised exp), eight at a time; decode runs one
 // row of the intermediate size per layer on one thread, where libm's exp cost more than the
-// rest of the layer's element-wise work together.
-__attribute__((target("avx2,fma"))) void silu_row_avx2(const float* gate, const float* up, int64_t n, float* y) {
+// rest of the layer's element-wise work together. Returns how many leading elements it did.
+__attribute__((target("avx2,fma"))) int64_t silu_row_avx2(const float* gate, const float* up, int64_t n, float* y) {
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 sign = _mm256_set1_ps(-0.0f);
   int64_t j = 0;
@@ -31,12 +31,12 @@ __attribute__((target("avx2,fma"))) void silu_row_avx2(const float* gate, const 
     if (up != nullptr) v = _mm256_mul_ps(v, _mm256_loadu_ps(up + j));
     _mm256_storeu_ps(y + j, v);
   }
-  for (; j < n; ++j) y[j] = up != nullptr ? silu_one(gate[j]) * up[j] : silu_one(gate[j]);
+  return j;
 }
 
 void silu_row(const float* gate, const float* up, int64_t n, float* y) {
-  if (isa_active() >= Isa::kAvx2) return silu_row_avx2(gate, up, n, y);
-  for (int64_t j = 0; j < n; ++j) y[j] = up != nullptr ? silu_one(gate[j]) * up[j] : silu_one(gate[j]);
+  int64_t j = isa_active() >= Isa::kAvx2 ? silu_row_avx2(gate, up, n, y) : 0;
+  for (; j < n; ++j) y[j] = up != nullptr ? silu_one(gate[j]) * up[j] : silu_one(gate[j]);
 }
 
 // silu() over a long vector runs in slices of this many elements, spread over the threads.

@@ -182,8 +182,7 @@ void matmul_float_panel(const float* x, int64_t m, int64_t k, const std::byte* w
     bl.nb = kPanel;
     detail::matmul_parallel(m, q * kPanel, bl, [&](int64_t i0, int64_t i1, int64_t j0, int64_t /*j1*/) {
       const int64_t t = j0 / kPanel;
-      int np = 1;
-      while (np < kDecodePanels && t + np * q < panels) ++np;
+      const int np = static_cast<int>(std::min<int64_t>(kDecodePanels, detail::ceil_div(panels - t, q)));
       const std::byte* wb = w + static_cast<size_t>(t) * panel_bytes;
       const float* bb = bias != nullptr ? bias + t * kPanel : nullptr;
       for (int64_t i = i0; i < i1; ++i) {

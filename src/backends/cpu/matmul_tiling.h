@@ -56,10 +56,8 @@ inline Blocking matmul_blocking(int64_t m, int64_t n, int64_t k, int tile_m, int
 // bound by memory bandwidth, which the cores do not get in equal shares on a shared machine:
 // guided scheduling hands out long runs of consecutive blocks first (a few long streams to
 // prefetch) and short ones at the end, so a thread that got less bandwidth does not hold the
-// other at the barrier.
-//
-// The only barrier is the region's end, plus one after a prologue: decode runs about a hundred
-// of these per token.
+// other at the barrier. The only barriers are the region's end and the one after a prologue
+// (decode makes about a hundred calls per token); calls without a prologue skip that one.
 struct NoPrologue {
   void operator()() const {}
 };
