@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "llm/gpt2_vocab.h"
-#include "llm/hf_tokenizer.h"
-#include "llm/tiktoken.h"
+#include "llm/tokenizers/gpt2_vocab.h"
+#include "llm/tokenizers/hf_tokenizer.h"
+#include "llm/tokenizers/tiktoken.h"
 
 namespace {
 

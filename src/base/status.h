@@ -18,6 +18,7 @@ enum class StatusCode {
   kIoError,          // the operating system refused a read or write
   kUnimplemented,    // valid input that Kiln does not handle (yet)
   kInternal,         // a bug in Kiln
+  kResourceExhausted,  // a limit is reached for now (a full queue); the same input may succeed later
 };
 
 class [[nodiscard]] Status {
@@ -49,6 +50,9 @@ inline Status not_found(std::string message) { return {StatusCode::kNotFound, st
 inline Status io_error(std::string message) { return {StatusCode::kIoError, std::move(message)}; }
 inline Status unimplemented(std::string message) {
   return {StatusCode::kUnimplemented, std::move(message)};
+}
+inline Status resource_exhausted(std::string message) {
+  return {StatusCode::kResourceExhausted, std::move(message)};
 }
 inline Status internal_error(std::string message) {
   return {StatusCode::kInternal, std::move(message)};

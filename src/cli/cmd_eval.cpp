@@ -5,8 +5,8 @@
 
 #include "cli/commands.h"
 #include "cli/npy.h"
-#include "llm/perplexity.h"
-#include "llm/tokenizer.h"
+#include "llm/generation/perplexity.h"
+#include "llm/tokenizers/tokenizer.h"
 #include "runtime/sequence_runner.h"
 
 namespace kiln::cli {

@@ -4,9 +4,9 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "llm/chat_template.h"
-#include "llm/generator.h"
-#include "llm/sampling_params.h"
+#include "llm/jinja/chat_template.h"
+#include "llm/generation/generator.h"
+#include "llm/generation/sampling_params.h"
 
 namespace kiln::cli {
 namespace {

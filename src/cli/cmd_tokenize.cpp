@@ -9,7 +9,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "llm/tokenizer.h"
+#include "llm/tokenizers/tokenizer.h"
 #include "runtime/loaded_model.h"
 
 namespace kiln::cli {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Prints the table of interpreter cases in tests/unit/llm/jinja_test.cpp: each template is rendered
+"""Prints the table of interpreter cases in tests/unit/llm/jinja/jinja_test.cpp: each template is rendered
 by Python jinja2 in the transformers environment; paste the output between the markers there.
 
 Usage: /usr/bin/python3 tests/templates/jinja_unit_cases.py"""

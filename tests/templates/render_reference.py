@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Renders every chat template x conversation with Python jinja2 in the environment transformers'
-apply_chat_template uses, and writes OUT_DIR/expected.jsonl for tests/unit/llm/chat_template_test.cpp.
+apply_chat_template uses, and writes OUT_DIR/expected.jsonl for tests/unit/llm/jinja/chat_template_test.cpp.
 
 Usage: /usr/bin/python3 tests/templates/render_reference.py OUT_DIR   (after setup.sh OUT_DIR)
 
