@@ -6,6 +6,7 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
@@ -41,7 +42,7 @@ struct ActiveCount {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, ApiService& service, const ServerConfig& config, ActiveCount& active)
-      : stream_(std::move(socket)), service_(service), config_(config), active_(active) {
+      : stream_(std::move(socket)), timer_(stream_.get_executor()), service_(service), config_(config), active_(active) {
     beast::error_code ec;
     auto ep = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
@@ -57,27 +58,35 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(static_cast<std::uint32_t>(config_.max_header_bytes));
     parser_->body_limit(config_.max_body_bytes);
     // A connection between requests may idle for idle_timeout; once a request has begun it must
-    // arrive whole within request_timeout (checked when the read completes or times out).
-    stream_.expires_after(ms(buffer_.size() > 0 ? config_.request_timeout_s : config_.idle_timeout_s));
-    read_started_ = Clock::now();
+    // arrive whole within request_timeout. The deadline is a timer of our own rather than the
+    // stream's, which would close the socket before a 408 could be written.
+    stream_.expires_never();
+    arm_timer(buffer_.size() > 0 ? config_.request_timeout_s : config_.idle_timeout_s);
     http::async_read_header(stream_, buffer_, *parser_,
                             beast::bind_front_handler(&Session::on_header, shared_from_this()));
   }
 
+  void arm_timer(double seconds) {
+    timed_out_ = false;
+    timer_.expires_after(ms(seconds));
+    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec) return;  // cancelled: the request arrived
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
+  }
+
   void on_header(beast::error_code ec, size_t) {
     if (ec) return on_read_error(ec);
-    // The body, if any, within what is left of the request timeout from the first byte on.
-    stream_.expires_after(ms(config_.request_timeout_s));
+    arm_timer(config_.request_timeout_s);
     http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
   }
 
   void on_read_error(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
-        ec == net::error::operation_aborted) {
-      return close();
-    }
+    timer_.cancel();
     const bool started = parser_ && parser_->got_some();
-    if (ec == beast::error::timeout) {
+    if (timed_out_) {
       if (!started) return close();  // an idle keep-alive connection
       return refuse_and_close(408, "the request did not arrive within " + std::to_string(static_cast<int>(config_.request_timeout_s)) + " s");
     }
@@ -87,6 +96,10 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == http::error::body_limit) {
       return refuse_and_close(413, "the request body exceeds " + std::to_string(config_.max_body_bytes) + " bytes");
     }
+    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
+        ec == net::error::operation_aborted) {
+      return close();
+    }
     return refuse_and_close(400, "malformed HTTP request: " + ec.message());
   }
 
@@ -94,6 +107,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void refuse_and_close(int status, std::string message) {
     ApiError e{status, std::move(message), "invalid_request_error", std::nullopt, std::nullopt};
     keep_alive_ = false;
+    linger_ = true;
     begin_exchange();
     log_ = {};
     log_.request_id = request_id_for("");
@@ -115,7 +129,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void on_read(beast::error_code ec, size_t) {
     if (ec) return on_read_error(ec);
-    stream_.expires_never();
+    timer_.cancel();
     auto& msg = parser_->get();
     HttpRequest req;
     req.method = str(msg.method_string());
@@ -295,11 +309,31 @@ class Session : public std::enable_shared_from_this<Session> {
     if (job_) job_->cancel();
     job_.reset();
     beast::error_code ec;
+    if (linger_ && stream_.socket().is_open()) {
+      // After refusing a request the client may still be sending its body; read and drop it for
+      // a while so that the client sees the answer instead of a reset connection.
+      linger_ = false;
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+      stream_.expires_after(std::chrono::seconds(5));
+      return drain();
+    }
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.close();
   }
 
+  void drain() {
+    buffer_.clear();
+    stream_.async_read_some(buffer_.prepare(65536), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) {
+        self->stream_.close();
+        return;
+      }
+      self->drain();
+    });
+  }
+
   beast::tcp_stream stream_;
+  net::steady_timer timer_;
   ApiService& service_;
   const ServerConfig& config_;
   ActiveCount& active_;
@@ -318,6 +352,7 @@ class Session : public std::enable_shared_from_this<Session> {
   unsigned version_ = 11;
   bool keep_alive_ = true, head_ = false, in_exchange_ = false, writing_ = false, watching_ = false;
   bool resume_after_watch_ = false, client_gone_ = false, job_done_ = false, last_chunk_sent_ = false;
+  bool timed_out_ = false, linger_ = false;
 };
 
 }  // namespace
