@@ -124,7 +124,7 @@ Expected<std::unique_ptr<ServingEngine>> ServingEngine::create(runtime::Executor
                             "], the engine file's limit (rebuild with a larger --max-batch-tokens)");
   }
   o.max_num_seqs = std::min(o.max_num_seqs, o.max_batch_tokens);
-  const uint64_t block_bytes = executor.kv_cache_spec(1, o.block_size).bytes();
+  const uint64_t block_bytes = executor.kv_cache_spec(1, o.block_size).block_bytes();
   int64_t num_blocks;
   if (o.kv_cache_bytes == 0) {
     const int64_t per_seq = (executor.max_seq_len() + o.block_size - 1) / o.block_size;
@@ -139,7 +139,7 @@ Expected<std::unique_ptr<ServingEngine>> ServingEngine::create(runtime::Executor
     }
   }
   o.kv_cache_bytes = static_cast<uint64_t>(num_blocks) * block_bytes;
-  auto cache = std::make_unique<runtime::KvCache>(executor.kv_cache_spec(num_blocks, o.block_size));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::KvCache> cache, executor.create_kv_cache(num_blocks, o.block_size));
 
   // One token through the model: checks that the executor runs, and the logits' row size is the
   // model's vocabulary. The block it writes is free and will be overwritten.
