@@ -30,6 +30,13 @@ ServerMetrics::ServerMetrics(std::string model_name)
                                        "Prompt tokens computed (prefix-cache hits excluded).", {"model"})),
       generation_tokens_(registry_.counter("kiln_generation_tokens_total", "Tokens generated.", {"model"})),
       steps_(registry_.counter("kiln_engine_steps_total", "Model steps run.", {"model"})),
+      step_seconds_(registry_.counter("kiln_engine_step_seconds_total", "Time spent in model steps.", {"model"})),
+      engine_seconds_(registry_.counter("kiln_engine_overhead_seconds_total",
+                                        "Engine-thread time outside model steps (scheduling, sampling, detokenising).",
+                                        {"model"})),
+      requests_finished_(registry_.counter("kiln_requests_finished_total", "Engine requests that finished.", {"model"})),
+      requests_failed_(registry_.counter("kiln_requests_failed_total",
+                                         "Engine requests that ended in an error (cancelled ones included).", {"model"})),
       ttft_(registry_.histogram("kiln_time_to_first_token_seconds", "Time from arrival to the first token.",
                                 kSlowBuckets, {"model"})),
       itl_(registry_.histogram("kiln_inter_token_latency_seconds", "Time between successive tokens of a stream.",
@@ -72,6 +79,10 @@ std::string ServerMetrics::render(const llm::ServingStats& s) {
   prompt_tokens_.set(m, static_cast<double>(s.prompt_tokens));
   generation_tokens_.set(m, static_cast<double>(s.generated_tokens));
   steps_.set(m, static_cast<double>(s.steps));
+  step_seconds_.set(m, s.step_seconds);
+  engine_seconds_.set(m, s.engine_seconds);
+  requests_finished_.set(m, static_cast<double>(s.requests_finished));
+  requests_failed_.set(m, static_cast<double>(s.requests_failed));
   return registry_.render();
 }
 

@@ -43,6 +43,10 @@ class ServerMetrics {
   MetricFamily& prompt_tokens_;
   MetricFamily& generation_tokens_;
   MetricFamily& steps_;
+  MetricFamily& step_seconds_;
+  MetricFamily& engine_seconds_;
+  MetricFamily& requests_finished_;
+  MetricFamily& requests_failed_;
   MetricFamily& ttft_;
   MetricFamily& itl_;
   MetricFamily& e2e_;
