@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   add("random-checkpoint", add_random_checkpoint_command(app));
   add("run", add_run_command(app));
   add("tokenize", add_tokenize_command(app));
+  add("check", add_check_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
