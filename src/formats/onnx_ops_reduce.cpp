@@ -71,6 +71,29 @@ Status top_k(const OnnxNode& node, OnnxEmitter& out) {
   return Status::ok();
 }
 
+Status nll_loss(const OnnxNode& node, OnnxEmitter& out) {
+  KILN_ASSIGN_OR_RETURN(std::string reduction, node.string_in("reduction", "mean", {"none", "sum", "mean"}));
+  std::map<std::string, ir::Attr> attrs = {{"reduction", reduction}};
+  if (node.has("ignore_index")) attrs["ignore_index"] = node.attr_int("ignore_index", 0);
+  out.add("NegativeLogLikelihoodLoss", node.name, node.inputs, node.outputs, attrs);
+  return Status::ok();
+}
+
+// SoftmaxCrossEntropyLoss(scores [N, C, ...], labels) = NLL(LogSoftmax(scores, axis 1), labels);
+// the optional second output is the log-probabilities.
+Status softmax_cross_entropy(const OnnxNode& node, OnnxEmitter& out) {
+  KILN_ASSIGN_OR_RETURN(std::string reduction, node.string_in("reduction", "mean", {"none", "sum", "mean"}));
+  std::map<std::string, ir::Attr> attrs = {{"reduction", reduction}};
+  if (node.has("ignore_index")) attrs["ignore_index"] = node.attr_int("ignore_index", 0);
+  const ir::DType dtype = out.graph().value(node.input(0)).dtype;
+  const ir::ValueId log_prob = node.outputs.size() > 1 ? node.outputs[1] : out.temp(node, "log_prob", dtype);
+  out.add("LogSoftmax", node.name + "/log_softmax", {node.input(0)}, {log_prob}, {{"axis", int64_t{1}}});
+  std::vector<ir::ValueId> inputs = {log_prob, node.input(1)};
+  if (node.input(2) != ir::kNoValue) inputs.push_back(node.input(2));
+  out.add("NegativeLogLikelihoodLoss", node.name, inputs, {node.outputs[0]}, attrs);
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_onnx_reduce_ops(OnnxTranslatorTable& table) {
@@ -83,6 +106,8 @@ void register_onnx_reduce_ops(OnnxTranslatorTable& table) {
   for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"}) table[op] = softmax_family;
   table["CumSum"] = cum_sum;
   table["TopK"] = top_k;
+  table["NegativeLogLikelihoodLoss"] = nll_loss;
+  table["SoftmaxCrossEntropyLoss"] = softmax_cross_entropy;
 }
 
 }  // namespace kiln::formats

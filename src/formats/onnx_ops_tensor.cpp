@@ -38,9 +38,9 @@ Status constant(const OnnxNode& node, OnnxEmitter& out) {
     t = ir::Tensor(ir::DType::kI64, {static_cast<int64_t>(v->size())});
     if (!v->empty()) std::memcpy(t.mutable_bytes(), v->data(), v->size() * 8);
   } else if (auto f = node.attrs.find("value_floats"); f != node.attrs.end()) {
-    const auto& v = std::get<std::vector<double>>(f->second);
-    t = ir::Tensor(ir::DType::kF32, {static_cast<int64_t>(v.size())});
-    for (size_t i = 0; i < v.size(); ++i) t.mutable_data<float>()[i] = static_cast<float>(v[i]);
+    const auto& floats = std::get<std::vector<double>>(f->second);
+    t = ir::Tensor(ir::DType::kF32, {static_cast<int64_t>(floats.size())});
+    for (size_t i = 0; i < floats.size(); ++i) t.mutable_data<float>()[i] = static_cast<float>(floats[i]);
   } else {
     return node.error("only tensor, float(s) and int(s) values are supported");
   }

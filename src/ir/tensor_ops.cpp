@@ -63,6 +63,7 @@ std::vector<OpInfo> make_registry() {
   ops.push_back(tensor_op("BatchNormalization", 5, 5));
   ops.push_back(tensor_op("InstanceNormalization", 3, 3));
   ops.push_back(tensor_op("LayerNormalization", 2, 3, 1, 3));
+  ops.push_back(tensor_op("NegativeLogLikelihoodLoss", 2, 3));
   return ops;
 }
 

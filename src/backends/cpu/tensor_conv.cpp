@@ -227,18 +227,29 @@ Status pool(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
   const std::vector<double> xv = ir::tensor_to_f64(x);
   const std::vector<int64_t> xs = tensor_strides(spatial);
   const bool include_pad = n.attr_int("count_include_pad", 0) != 0;
+  // MaxPool's indices count within [N, C, D...] in row-major order, or with the spatial dims in
+  // column-major order when storage_order is 1.
+  std::vector<int64_t> index_strides = xs;
+  if (n.attr_int("storage_order", 0) != 0) {
+    int64_t s = 1;
+    for (size_t d = 0; d < spatial.size(); ++d) {
+      index_strides[d] = s;
+      s *= spatial[d];
+    }
+  }
   for (int64_t nc = 0; nc < NC; ++nc) {
     for_each_pos(g.out, [&](const std::vector<int64_t>& o, int64_t oi) {
       double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
       int64_t count = 0, best = -1, padded = 0;
       for_each_pos(g.kernel, [&](const std::vector<int64_t>& k, int64_t) {
-        int64_t off = 0;
+        int64_t off = 0, index_off = 0;
         bool inside = true, in_padded = true;
         for (size_t d = 0; d < o.size(); ++d) {
           const int64_t p = o[d] * g.strides[d] - g.pad_begin[d] + k[d] * g.dilations[d];
           if (p < 0 || p >= spatial[d]) inside = false;
           if (p < -g.pad_begin[d] || p >= spatial[d] + g.pad_end[d]) in_padded = false;
           off += p * xs[d];
+          index_off += p * index_strides[d];
         }
         if (in_padded) ++padded;
         if (!inside) return;
@@ -247,7 +258,7 @@ Status pool(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
         if (is_max) {
           if (v > acc || best < 0) {
             acc = v;
-            best = nc * in_sp + off;
+            best = nc * in_sp + index_off;
           }
         } else {
           acc += v;

@@ -271,7 +271,7 @@ Status where(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out
   return Status::ok();
 }
 
-Status clip(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+Status clip(const ir::Node& /*n*/, const TensorInputs& in, std::vector<Tensor>& out) {
   const Tensor& x = *in[0];
   Tensor y(x.dtype(), x.shape());
   if (ir::dtype_is_float(x.dtype())) {

@@ -223,6 +223,45 @@ Status top_k(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out
   return Status::ok();
 }
 
+// NLL: x [N, C, d...] log-probabilities, t [N, d...] class indices, w [C] optional.
+//   loss[n, d] = -x[n, t[n, d], d] * w[t[n, d]]  (0 where t == ignore_index)
+//   reduction none: loss; sum: sum(loss); mean: sum(loss) / sum(w[t]) over the non-ignored.
+Status nll_loss(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  const Tensor &x = *in[0], &t = *in[1];
+  const Tensor* w = in.size() > 2 ? in[2] : nullptr;
+  if (x.rank() < 2 || t.rank() != x.rank() - 1) return tensor_error(n, "expects input [N, C, d...] and target [N, d...]");
+  const int64_t N = x.shape()[0], C = x.shape()[1], inner = x.numel() / std::max<int64_t>(N * C, 1);
+  const bool has_ignore = n.has_attr("ignore_index");
+  const int64_t ignore = n.attr_int("ignore_index", 0);
+  std::vector<double> loss(static_cast<size_t>(N * inner));
+  double total = 0.0, weight_sum = 0.0;
+  for (int64_t b = 0; b < N; ++b) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t c = ir::tensor_get_i64(t, b * inner + i);
+      double v = 0.0, wt = 0.0;
+      if (!(has_ignore && c == ignore)) {
+        if (c < 0 || c >= C) return tensor_error(n, "target " + std::to_string(c) + " is out of range");
+        wt = w ? ir::tensor_get_f64(*w, c) : 1.0;
+        v = -ir::tensor_get_f64(x, (b * C + c) * inner + i) * wt;
+      }
+      loss[static_cast<size_t>(b * inner + i)] = v;
+      total += v;
+      weight_sum += wt;
+    }
+  }
+  const std::string reduction = n.attr_str("reduction", "mean");
+  if (reduction == "none") {
+    Tensor y(x.dtype(), t.shape());
+    for (size_t i = 0; i < loss.size(); ++i) ir::tensor_set_f64(y, static_cast<int64_t>(i), loss[i]);
+    out[0] = std::move(y);
+    return Status::ok();
+  }
+  Tensor y(x.dtype(), {});
+  ir::tensor_set_f64(y, 0, reduction == "sum" ? total : total / weight_sum);
+  out[0] = std::move(y);
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_tensor_reduce_kernels(TensorKernelTable& table) {
@@ -235,6 +274,7 @@ void register_tensor_reduce_kernels(TensorKernelTable& table) {
   for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"}) table[op] = softmax;
   table["CumSum"] = cum_sum;
   table["TopK"] = top_k;
+  table["NegativeLogLikelihoodLoss"] = nll_loss;
 }
 
 }  // namespace kiln::cpu
