@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -19,13 +20,13 @@ using kiln::testing::onnx_model;
 using kiln::testing::onnx_node;
 using kiln::testing::onnx_value;
 
-struct Run {
+struct CliRun {
   int status = -1;
   std::string out;
 };
 
-Run kiln(const std::string& args) {
-  Run r;
+CliRun kiln(const std::string& args) {
+  CliRun r;
   FILE* p = popen((std::string(KILN_BINARY) + " " + args + " 2>&1").c_str(), "r");
   if (p == nullptr) return r;
   std::array<char, 4096> buf{};
@@ -58,12 +59,12 @@ class OnnxCliTest : public ::testing::Test {
 };
 
 TEST_F(OnnxCliTest, CheckPassesAGoodModelAndListsUnsupportedNodes) {
-  Run good = kiln("check " + p("good.onnx"));
+  CliRun good = kiln("check " + p("good.onnx"));
   EXPECT_EQ(good.status, 0) << good.out;
-  Run bad = kiln("check " + p("bad.onnx"));
+  CliRun bad = kiln("check " + p("bad.onnx"));
   EXPECT_EQ(bad.status, 1) << bad.out;
   EXPECT_NE(bad.out.find("node 'frob' (Frobnicate, ai.onnx opset 13): unsupported op"), std::string::npos) << bad.out;
-  Run json = kiln("check --json " + p("bad.onnx"));
+  CliRun json = kiln("check --json " + p("bad.onnx"));
   EXPECT_EQ(json.status, 1);
   auto parsed = nlohmann::json::parse(json.out);
   EXPECT_FALSE(parsed.at("supported").get<bool>());
@@ -71,12 +72,12 @@ TEST_F(OnnxCliTest, CheckPassesAGoodModelAndListsUnsupportedNodes) {
 }
 
 TEST_F(OnnxCliTest, BuildAndEvalRunTheModelOnNpyInputs) {
-  Run built = kiln("build " + p("good.onnx") + " -o " + p("good.kiln") + " --no-autotune");
+  CliRun built = kiln("build " + p("good.onnx") + " -o " + p("good.kiln") + " --no-autotune");
   ASSERT_EQ(built.status, 0) << built.out;
   ir::Tensor x(ir::DType::kF32, {2, 5});
   for (int i = 0; i < 10; ++i) x.mutable_data<float>()[i] = 0.1f * static_cast<float>(i);
   ASSERT_TRUE(npy_write(p("x.npy"), x).is_ok());
-  Run ran = kiln("eval " + p("good.kiln") + " --input x=" + p("x.npy") + " --outputs-dir " + p("out"));
+  CliRun ran = kiln("eval " + p("good.kiln") + " --input x=" + p("x.npy") + " --outputs-dir " + p("out"));
   ASSERT_EQ(ran.status, 0) << ran.out;
   auto y = npy_read(p("out/y.npy"));
   ASSERT_TRUE(y) << y.status().message();
@@ -94,16 +95,16 @@ TEST_F(OnnxCliTest, BuildAndEvalRunTheModelOnNpyInputs) {
   }
   ir::Tensor wrong(ir::DType::kI64, {2, 5});
   ASSERT_TRUE(npy_write(p("w.npy"), wrong).is_ok());
-  Run bad = kiln("eval " + p("good.kiln") + " --input x=" + p("w.npy") + " --outputs-dir " + p("out"));
+  CliRun bad = kiln("eval " + p("good.kiln") + " --input x=" + p("w.npy") + " --outputs-dir " + p("out"));
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.out.find("input 'x' is i64, the model takes f32"), std::string::npos) << bad.out;
-  Run missing = kiln("eval " + p("good.kiln") + " --outputs-dir " + p("out"));
+  CliRun missing = kiln("eval " + p("good.kiln") + " --outputs-dir " + p("out"));
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.out.find("missing input 'x'"), std::string::npos) << missing.out;
 }
 
 TEST_F(OnnxCliTest, BuildRefusesAnUnsupportedModelNamingTheNode) {
-  Run r = kiln("build " + p("bad.onnx") + " -o " + p("bad.kiln"));
+  CliRun r = kiln("build " + p("bad.onnx") + " -o " + p("bad.kiln"));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("node 'frob'"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(p("bad.kiln")));
