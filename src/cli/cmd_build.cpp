@@ -1,8 +1,9 @@
-// kiln build MODEL_DIR -o FILE.kiln [--dtype ...] [--group N] [--max-seq-len N] [--max-batch-tokens N]
+// kiln build MODEL_DIR|MODEL.onnx -o FILE.kiln [--dtype ...] [--group N] [--max-seq-len N] [--max-batch-tokens N]
 #include <chrono>
 #include <cstdio>
 
 #include "backends/cpu/cpu_tuner.h"
+#include "backends/cpu/tensor_graph_runner.h"
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
 #include "engine/engine_builder.h"
@@ -42,6 +43,7 @@ int run_build(const BuildArgs& a) {
   if (!format) return fail(format.status());
   cpu::cpu_set_threads(a.threads);
   cpu::CpuKernelTuner tuner(cpu::isa_active());
+  cpu::CpuNodeEvaluator evaluator;
   engine::EngineBuildRequest req;
   req.model_dir = a.model_dir;
   req.output_path = a.output;
@@ -53,6 +55,7 @@ int run_build(const BuildArgs& a) {
   ProgressBar bar;
   engine::EngineBuildHooks hooks;
   hooks.tuner = &tuner;
+  hooks.evaluator = &evaluator;
   hooks.note = [&](const std::string& m) {
     bar.finish();
     std::fprintf(stderr, "note: %s\n", m.c_str());
@@ -76,8 +79,8 @@ int run_build(const BuildArgs& a) {
 
 CommandFn add_build_command(CLI::App& app) {
   auto args = std::make_shared<BuildArgs>();
-  CLI::App* cmd = app.add_subcommand("build", "Compile a Hugging Face model directory into an engine file");
-  cmd->add_option("model_dir", args->model_dir, "Hugging Face model directory")->required();
+  CLI::App* cmd = app.add_subcommand("build", "Compile a Hugging Face model directory or an ONNX model into an engine file");
+  cmd->add_option("model_dir", args->model_dir, "Hugging Face model directory, or a model.onnx file")->required();
   cmd->add_option("-o,--output", args->output, "engine file to write")->required();
   cmd->add_option("--dtype", args->dtype, "weight precision: fp32, bf16, fp16, int8, int4")->capture_default_str();
   cmd->add_option("--group", args->group, "quantisation group: int8 0 (per channel)|32|128, int4 32|128");

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   add("run", add_run_command(app));
   add("serve", add_serve_command(app));
   add("tokenize", add_tokenize_command(app));
+  add("check", add_check_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
