@@ -23,6 +23,7 @@ CommandFn add_inspect_command(CLI::App& app);
 CommandFn add_bench_command(CLI::App& app);
 CommandFn add_random_checkpoint_command(CLI::App& app);
 CommandFn add_run_command(CLI::App& app);
+CommandFn add_serve_command(CLI::App& app);
 CommandFn add_tokenize_command(CLI::App& app);
 
 // Prints "kiln: <message>" to stderr and returns 1.
