@@ -77,8 +77,8 @@ class ServingEngine {
                                                          std::vector<int32_t> eos_ids, const ServingOptions& options);
   ~ServingEngine();  // shutdown(0) if still running
 
-  // Admits a request. Errors: kInvalidArgument when the prompt (plus max_tokens) exceeds the
-  // engine's max sequence length or could never fit in the KV cache (or the request is malformed:
+  // Admits a request. Errors: kInvalidArgument when prompt + max_tokens exceeds the engine's max
+  // sequence length or could never fit in the KV cache (or the request is malformed:
   // no prompt, a token outside the vocabulary, n < 1, parameters that fail validate());
   // kResourceExhausted when max_queue requests are waiting already or the engine is shutting down.
   Expected<std::shared_ptr<ResponseStream>> submit(GenerationRequest request);
