@@ -141,15 +141,16 @@ Expected<std::unique_ptr<ServingEngine>> ServingEngine::create(runtime::Executor
   o.kv_cache_bytes = static_cast<uint64_t>(num_blocks) * block_bytes;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::KvCache> cache, executor.create_kv_cache(num_blocks, o.block_size));
 
-  // One token through the model: checks that the executor runs, and the logits' row size is the
-  // model's vocabulary. The block it writes is free and will be overwritten.
+  // One token through the model before serving: checks that the executor runs and warms the
+  // backend up, so that the first request does not pay for it. The block it writes is free and
+  // will be overwritten.
   const int32_t probe_token = 0, probe_block = 0;
   runtime::SequenceStep probe;
   probe.tokens = {&probe_token, 1};
   probe.block_table = {&probe_block, 1};
   auto logits = executor.step({&probe, 1}, *cache);
   if (!logits) return logits.status().with_context("a first step through the engine failed");
-  const auto vocab = static_cast<int64_t>(logits->size());
+  const int64_t vocab = executor.vocab_size();
 
   auto impl = std::make_unique<Impl>(executor, tokenizer, std::move(eos_ids), o, vocab, std::move(cache));
   std::unique_ptr<ServingEngine> engine(new ServingEngine(std::move(impl)));
