@@ -38,7 +38,7 @@ Expected<CpuSession> open_cpu_session(const std::string& engine_path, int thread
   KILN_ASSIGN_OR_RETURN(s.executor, runtime::Executor::create(*s.model, *s.backend));
   const int64_t block = 16;
   const int64_t tokens = std::min(kv_tokens, s.model->facts().max_seq_len);
-  s.cache = std::make_unique<runtime::KvCache>(s.executor->kv_cache_spec((tokens + block - 1) / block + 1, block));
+  KILN_ASSIGN_OR_RETURN(s.cache, s.executor->create_kv_cache((tokens + block - 1) / block + 1, block));
   return s;
 }
 

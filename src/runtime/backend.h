@@ -1,35 +1,45 @@
 // The backend interface: what the executor needs from a device. A backend checks that it can
-// run an engine (its target and every op), binds each node to a kernel once (prepare), then runs
-// nodes on buffers the executor lays out from the graph's memory plan.
+// run an engine (its target and every op), then in prepare() binds each node to a kernel, makes
+// the weights resident (the CPU backend reads them in place from the mapped engine; a GPU
+// backend uploads them once) and allocates its activation memory for steps of up to max_tokens
+// tokens. Each step, run_step() runs the whole graph over a ragged batch the executor has
+// validated and returns the logits in host memory, so that a backend can run a step as one
+// unit (a GPU backend captures and replays it as a graph). KV-cache storage is memory the
+// backend allocates (allocate()), held by the runtime's KvCache.
+//
+// Ownership: the backend owns its kernels, weights copies and activation memory; the executor
+// owns the step's host-side arrays (StepView pointers) for the length of run_step(); the
+// caller owns the KvCache.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
-#include <vector>
 
 #include "base/status.h"
 #include "ir/graph.h"
+#include "runtime/device_buffer.h"
 #include "runtime/kv_cache.h"
 
 namespace kiln::runtime {
 
-// The ragged batch of one step, as kernels see it. Sequence s owns token rows
-// [query_start[s], query_start[s+1]); its first new token sits at position context_len[s].
+class LoadedModel;
+
+// The ragged batch of one step. Sequence s owns token rows [query_start[s], query_start[s+1]);
+// its first new token sits at position context_len[s]. Given to run_step() with host pointers;
+// a backend passes its kernels a copy whose pointers are on its device.
 struct StepView {
   int64_t num_tokens = 0;
   int64_t num_rows = 0;  // rows of logits requested
   int64_t num_seqs = 0;
+  const int32_t* ids = nullptr;          // [num_tokens] token ids
   const int32_t* positions = nullptr;    // [num_tokens]
+  const int32_t* logit_rows = nullptr;   // [num_rows] token rows whose logits are returned
   const int32_t* query_start = nullptr;  // [num_seqs + 1]
   const int32_t* context_len = nullptr;  // [num_seqs]
-  const int32_t* const* block_tables = nullptr;  // [num_seqs]
+  const int32_t* const* block_tables = nullptr;  // [num_seqs], each covering its sequence's positions
   KvCache* kv_cache = nullptr;
-};
-
-// Buffers of one node: inputs then outputs, in the node's order. Weights point at their stored bytes.
-struct NodeBuffers {
-  std::vector<const void*> inputs;
-  std::vector<void*> outputs;
 };
 
 class Backend {
@@ -38,10 +48,15 @@ class Backend {
   virtual std::string target() const = 0;
   // Fails with a message naming what to rebuild when an engine built for `engine_target` cannot run here.
   virtual Status check_target(const std::string& engine_target) const = 0;
-  // Binds every node of `graph` to a kernel; fails naming the first node it cannot run.
-  virtual Status prepare(const ir::Graph& graph) = 0;
-  // Runs node `index` of the prepared graph.
-  virtual void run_node(size_t index, const NodeBuffers& buffers, const StepView& step) = 0;
+  // Binds every node of the model's graph to a kernel (failing on the first node it cannot run),
+  // makes the weights resident and allocates activation memory for steps of up to `max_tokens`
+  // tokens. The model must outlive the backend's use of it.
+  virtual Status prepare(const LoadedModel& model, int64_t max_tokens) = 0;
+  // Memory on this backend's device, for KV-cache storage.
+  virtual Expected<std::unique_ptr<DeviceBuffer>> allocate(size_t bytes) = 0;
+  // Runs the prepared graph over one validated step; returns logits [num_rows, vocab] in host
+  // memory, valid until the next call.
+  virtual Expected<std::span<const float>> run_step(const StepView& step) = 0;
 };
 
 }  // namespace kiln::runtime

@@ -1,22 +1,22 @@
 #include "runtime/executor.h"
 
-#include <cstring>
-
 namespace kiln::runtime {
 
 Executor::Executor(const LoadedModel& model, Backend& backend) : model_(model), backend_(backend) {}
 
 Expected<std::unique_ptr<Executor>> Executor::create(const LoadedModel& model, Backend& backend) {
   KILN_RETURN_IF_ERROR(backend.check_target(model.file().header().target));
-  KILN_RETURN_IF_ERROR(backend.prepare(model.graph()));
   std::unique_ptr<Executor> ex(new Executor(model, backend));
   ex->max_tokens_ = model.facts().max_batch_tokens;
-  // 16 floats of slack per token keep the base 64-byte aligned after rounding up.
-  const auto floats = static_cast<size_t>((model.graph().arena_per_token() + 16) * ex->max_tokens_);
-  ex->arena_storage_.assign(floats, 0.0f);
-  auto base = reinterpret_cast<uintptr_t>(ex->arena_storage_.data());
-  ex->arena_ = reinterpret_cast<float*>((base + 63) & ~uintptr_t{63});
+  KILN_RETURN_IF_ERROR(backend.prepare(model, ex->max_tokens_));
   return ex;
+}
+
+Expected<std::unique_ptr<KvCache>> Executor::create_kv_cache(int64_t num_blocks, int64_t block_size) const {
+  if (num_blocks <= 0 || block_size <= 0) return invalid_argument("a KV cache needs at least one block of one position");
+  const KvCacheSpec spec = kv_cache_spec(num_blocks, block_size);
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBuffer> storage, backend_.allocate(spec.bytes()));
+  return std::make_unique<KvCache>(spec, std::move(storage));
 }
 
 KvCacheSpec Executor::kv_cache_spec(int64_t num_blocks, int64_t block_size) const {
@@ -84,35 +84,20 @@ Expected<std::span<const float>> Executor::step(std::span<const SequenceStep> se
   view.num_tokens = num_tokens;
   view.num_rows = static_cast<int64_t>(logit_rows_.size());
   view.num_seqs = static_cast<int64_t>(seqs.size());
+  view.ids = ids_.data();
   view.positions = positions_.data();
+  view.logit_rows = logit_rows_.data();
   view.query_start = query_start_.data();
   view.context_len = context_len_.data();
   view.block_tables = tables_.data();
   view.kv_cache = &cache;
-
-  const ir::Graph& graph = model_.graph();
-  auto buffer = [&](ir::ValueId id) -> void* {
-    const ir::Value& v = graph.value(id);
-    if (v.is_weight) return const_cast<std::byte*>(graph.weights().at(v.name).stored.data());
-    return arena_ + v.arena_offset * max_tokens_;
-  };
-  // Graph inputs: ids, positions, logit_rows (by name, as the builders create them).
-  for (ir::ValueId id : graph.inputs()) {
-    const std::string& name = graph.value(id).name;
-    const std::vector<int32_t>& src = name == "ids" ? ids_ : name == "positions" ? positions_ : logit_rows_;
-    std::memcpy(buffer(id), src.data(), src.size() * sizeof(int32_t));
+  KILN_ASSIGN_OR_RETURN(std::span<const float> logits, backend_.run_step(view));
+  const auto expected = static_cast<size_t>(view.num_rows * facts.vocab_size);
+  if (logits.size() != expected) {
+    return internal_error("the backend returned " + std::to_string(logits.size()) + " logits for " +
+                          std::to_string(expected));
   }
-  NodeBuffers buffers;
-  for (size_t i = 0; i < graph.nodes().size(); ++i) {
-    const ir::Node& node = graph.nodes()[i];
-    buffers.inputs.clear();
-    buffers.outputs.clear();
-    for (ir::ValueId in : node.inputs) buffers.inputs.push_back(buffer(in));
-    for (ir::ValueId out : node.outputs) buffers.outputs.push_back(buffer(out));
-    backend_.run_node(i, buffers, view);
-  }
-  const auto* logits = static_cast<const float*>(buffer(graph.outputs()[0]));
-  return std::span<const float>(logits, static_cast<size_t>(view.num_rows * facts.vocab_size));
+  return logits;
 }
 
 }  // namespace kiln::runtime

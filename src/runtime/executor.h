@@ -1,10 +1,12 @@
 // The executor runs one forward step of a loaded engine over a ragged batch: several sequences,
 // each with its own number of new tokens (prefill chunks and single decode tokens mixed) and its
-// own block table into the paged KV cache. It owns the activation arena (sized once from the
-// engine's memory plan and max_tokens) and validates every step before touching the cache.
+// own block table into the paged KV cache. It validates every step before touching the cache,
+// lays the step out as host arrays (StepView) and has the backend run it; the backend owns the
+// activation memory (sized once from the engine's memory plan and max_tokens).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -32,6 +34,8 @@ class Executor {
 
   // A KV cache spec for this model holding `num_blocks` blocks.
   KvCacheSpec kv_cache_spec(int64_t num_blocks, int64_t block_size = 16) const;
+  // A KV cache of `num_blocks` blocks in the backend's memory.
+  Expected<std::unique_ptr<KvCache>> create_kv_cache(int64_t num_blocks, int64_t block_size = 16) const;
   int64_t max_tokens() const { return max_tokens_; }
   int64_t max_seq_len() const { return model_.facts().max_seq_len; }
 
@@ -41,8 +45,6 @@ class Executor {
   const LoadedModel& model_;
   Backend& backend_;
   int64_t max_tokens_ = 0;
-  std::vector<float, std::allocator<float>> arena_storage_;
-  float* arena_ = nullptr;
   std::vector<int32_t> positions_, query_start_, context_len_, logit_rows_, ids_;
   std::vector<const int32_t*> tables_;
 };

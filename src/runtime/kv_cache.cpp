@@ -2,10 +2,11 @@
 
 namespace kiln::runtime {
 
-KvCache::KvCache(const KvCacheSpec& spec) : spec_(spec) {
-  const auto per_layer = static_cast<size_t>(spec.num_blocks * spec.block_size * spec.num_kv_heads * spec.head_dim);
-  k_.assign(static_cast<size_t>(spec.num_layers), std::vector<float>(per_layer));
-  v_.assign(static_cast<size_t>(spec.num_layers), std::vector<float>(per_layer));
+KvCache::KvCache(const KvCacheSpec& spec) : KvCache(spec, std::make_unique<HostBuffer>(spec.bytes())) {}
+
+KvCache::KvCache(const KvCacheSpec& spec, std::unique_ptr<DeviceBuffer> storage)
+    : spec_(spec), storage_(std::move(storage)) {
+  KILN_CHECK(storage_ && storage_->bytes() >= spec.bytes());
   free_.reserve(static_cast<size_t>(spec.num_blocks));
   for (int64_t b = spec.num_blocks; b-- > 0;) free_.push_back(static_cast<int32_t>(b));
 }

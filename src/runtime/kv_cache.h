@@ -1,15 +1,21 @@
-// The paged KV cache: per layer, K and V pools of fixed-size blocks, and the free list that
+// The paged KV cache: per layer, K and V pools of fixed-size blocks, and a simple free list that
 // hands blocks to sequences. A sequence's block table lists the blocks holding its positions
-// [i * block_size, (i + 1) * block_size). The cache owns the storage; callers own block tables
-// and return blocks with kv_cache_free when a sequence ends. Host memory: this is the CPU
-// backend's cache, shaped so that a device backend can hold the same layout.
+// [i * block_size, (i + 1) * block_size). The cache owns its storage, one DeviceBuffer on the
+// device of the backend that runs it (Executor::create_kv_cache), or host memory for the CPU
+// backend and tests (the one-argument constructor). Callers own block tables.
+//
+// Two ways to hand out blocks: kv_cache_reserve / kv_cache_free (one sequence at a time: kiln
+// run, eval, bench), or a block manager that owns every block id of the cache itself (the
+// serving engine's llm/scheduling). A cache is used one way or the other, never both.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "base/status.h"
+#include "runtime/device_buffer.h"
 
 namespace kiln::runtime {
 
@@ -19,19 +25,27 @@ struct KvCacheSpec {
   int64_t head_dim = 0;
   int64_t block_size = 16;
   int64_t num_blocks = 0;
-  size_t bytes() const {
-    return static_cast<size_t>(2 * num_layers * num_blocks * block_size * num_kv_heads * head_dim) * sizeof(float);
+  // Floats in one layer's K (or V) pool.
+  size_t layer_floats() const { return static_cast<size_t>(num_blocks * block_size * num_kv_heads * head_dim); }
+  size_t bytes() const { return 2 * static_cast<size_t>(num_layers) * layer_floats() * sizeof(float); }
+  // Bytes one block takes over all layers, K and V.
+  size_t block_bytes() const {
+    return 2 * static_cast<size_t>(num_layers * block_size * num_kv_heads * head_dim) * sizeof(float);
   }
 };
 
 class KvCache {
  public:
+  // Host storage.
   explicit KvCache(const KvCacheSpec& spec);
+  // Storage made by a backend; it must hold spec.bytes().
+  KvCache(const KvCacheSpec& spec, std::unique_ptr<DeviceBuffer> storage);
 
   const KvCacheSpec& spec() const { return spec_; }
-  // layer l: [num_blocks, block_size, num_kv_heads, head_dim]
-  float* k(int64_t layer) { return k_[static_cast<size_t>(layer)].data(); }
-  float* v(int64_t layer) { return v_[static_cast<size_t>(layer)].data(); }
+  const DeviceBuffer& storage() const { return *storage_; }
+  // layer l: [num_blocks, block_size, num_kv_heads, head_dim], on the storage's device.
+  float* k(int64_t layer) { return base() + static_cast<size_t>(2 * layer) * spec_.layer_floats(); }
+  float* v(int64_t layer) { return base() + static_cast<size_t>(2 * layer + 1) * spec_.layer_floats(); }
 
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
   // Grows `table` until it covers `num_positions` positions; fails (leaving it unchanged) when
@@ -41,8 +55,10 @@ class KvCache {
   void kv_cache_free(std::vector<int32_t>& table);
 
  private:
+  float* base() { return static_cast<float*>(storage_->data()); }
+
   KvCacheSpec spec_;
-  std::vector<std::vector<float>> k_, v_;
+  std::unique_ptr<DeviceBuffer> storage_;
   std::vector<int32_t> free_;
 };
 

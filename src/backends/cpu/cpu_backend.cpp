@@ -10,6 +10,7 @@
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/norm.h"
 #include "backends/cpu/rope.h"
+#include "runtime/loaded_model.h"
 
 namespace kiln::cpu {
 namespace {
@@ -22,9 +23,9 @@ int64_t rows_of(const ir::Value& v, const runtime::StepView& step) {
   return d == ir::kTokens ? step.num_tokens : d == ir::kRows ? step.num_rows : d;
 }
 
-const float* in_f(const runtime::NodeBuffers& b, size_t i) { return static_cast<const float*>(b.inputs[i]); }
-const int32_t* in_i(const runtime::NodeBuffers& b, size_t i) { return static_cast<const int32_t*>(b.inputs[i]); }
-float* out_f(const runtime::NodeBuffers& b, size_t i) { return static_cast<float*>(b.outputs[i]); }
+const float* in_f(const CpuBackend::NodeBuffers& b, size_t i) { return static_cast<const float*>(b.inputs[i]); }
+const int32_t* in_i(const CpuBackend::NodeBuffers& b, size_t i) { return static_cast<const int32_t*>(b.inputs[i]); }
+float* out_f(const CpuBackend::NodeBuffers& b, size_t i) { return static_cast<float*>(b.outputs[i]); }
 
 Expected<const MatmulKernel*> bind_matmul_kernel(const ir::Node& node, const std::string& attr,
                                                  ir::WeightFormat format) {
@@ -82,7 +83,51 @@ Status CpuBackend::check_target(const std::string& engine_target) const {
   return Status::ok();
 }
 
-Status CpuBackend::prepare(const ir::Graph& graph) {
+Status CpuBackend::prepare(const runtime::LoadedModel& model, int64_t max_tokens) {
+  graph_ = &model.graph();
+  vocab_ = model.facts().vocab_size;
+  max_tokens_ = max_tokens;
+  KILN_RETURN_IF_ERROR(bind_nodes(*graph_));
+  arena_ = std::make_unique<runtime::HostBuffer>(static_cast<size_t>(graph_->arena_per_token() * max_tokens) *
+                                                 sizeof(float));
+  return Status::ok();
+}
+
+Expected<std::unique_ptr<runtime::DeviceBuffer>> CpuBackend::allocate(size_t bytes) {
+  return std::unique_ptr<runtime::DeviceBuffer>(std::make_unique<runtime::HostBuffer>(bytes));
+}
+
+void* CpuBackend::buffer(ir::ValueId id) const {
+  const ir::Value& v = graph_->value(id);
+  if (v.is_weight) return const_cast<std::byte*>(graph_->weights().at(v.name).stored.data());
+  return static_cast<float*>(arena_->data()) + v.arena_offset * max_tokens_;
+}
+
+Expected<std::span<const float>> CpuBackend::run_step(const runtime::StepView& step) {
+  if (graph_ == nullptr) return internal_error("the CPU backend runs a step before prepare()");
+  if (step.kv_cache->storage().device() != "host") {
+    return invalid_argument("the KV cache lives on " + step.kv_cache->storage().device() + ", not in host memory");
+  }
+  // Graph inputs: ids, positions, logit_rows (by name, as the builders create them).
+  for (ir::ValueId id : graph_->inputs()) {
+    const std::string& name = graph_->value(id).name;
+    const bool rows = name == "logit_rows";
+    const int32_t* src = name == "ids" ? step.ids : name == "positions" ? step.positions : step.logit_rows;
+    std::memcpy(buffer(id), src, static_cast<size_t>(rows ? step.num_rows : step.num_tokens) * sizeof(int32_t));
+  }
+  for (size_t i = 0; i < graph_->nodes().size(); ++i) {
+    const ir::Node& node = graph_->nodes()[i];
+    buffers_.inputs.clear();
+    buffers_.outputs.clear();
+    for (ir::ValueId in : node.inputs) buffers_.inputs.push_back(buffer(in));
+    for (ir::ValueId out : node.outputs) buffers_.outputs.push_back(buffer(out));
+    nodes_[i](buffers_, step);
+  }
+  const auto* logits = static_cast<const float*>(buffer(graph_->outputs()[0]));
+  return std::span<const float>(logits, static_cast<size_t>(step.num_rows * vocab_));
+}
+
+Status CpuBackend::bind_nodes(const ir::Graph& graph) {
   nodes_.clear();
   for (const ir::Node& node : graph.nodes()) {
     const ir::Value& out0 = graph.value(node.outputs[0]);
@@ -96,7 +141,7 @@ Status CpuBackend::prepare(const ir::Graph& graph) {
       const int64_t n = w.rows(), k = w.cols();
       const bool has_bias = node.inputs.size() == 3;
       const ir::Value x = graph.value(node.inputs[0]);
-      fn = [=](const runtime::NodeBuffers& b, const runtime::StepView& s) {
+      fn = [=](const CpuBackend::NodeBuffers& b, const runtime::StepView& s) {
         const int64_t m = rows_of(x, s);
         const MatmulKernel& kern = m < kPrefillRows ? *decode : *prefill;
         matmul(kern, in_f(b, 0), m, k, static_cast<const std::byte*>(b.inputs[1]), n,
@@ -111,13 +156,13 @@ Status CpuBackend::prepare(const ir::Graph& graph) {
                                 "(rebuild the engine with this kiln)");
       }
       const ir::Value ids = graph.value(node.inputs[0]);
-      fn = [=](const runtime::NodeBuffers& b, const runtime::StepView& s) {
+      fn = [=](const CpuBackend::NodeBuffers& b, const runtime::StepView& s) {
         embedding(static_cast<const std::byte*>(b.inputs[1]), format, cols, in_i(b, 0), rows_of(ids, s), out_f(b, 0));
       };
     } else if (op == "rms_norm" || op == "layer_norm") {
       const auto eps = static_cast<float>(node.attr_float("eps", 1e-6));
       const bool rms = op == "rms_norm";
-      fn = [=](const runtime::NodeBuffers& b, const runtime::StepView& s) {
+      fn = [=](const CpuBackend::NodeBuffers& b, const runtime::StepView& s) {
         const int64_t m = rows_of(out0, s);
         if (rms) {
           rms_norm(in_f(b, 0), m, cols, in_f(b, 1), eps, out_f(b, 0));
@@ -127,7 +172,7 @@ Status CpuBackend::prepare(const ir::Graph& graph) {
       };
     } else if (op == "add" || op == "mul") {
       const bool is_add = op == "add";
-      fn = [=](const runtime::NodeBuffers& b, const runtime::StepView& s) {
+      fn = [=](const CpuBackend::NodeBuffers& b, const runtime::StepView& s) {
         const int64_t n = rows_of(out0, s) * cols;
         if (is_add) {
           add(in_f(b, 0), in_f(b, 1), n, out_f(b, 0));
@@ -137,7 +182,7 @@ Status CpuBackend::prepare(const ir::Graph& graph) {
       };
     } else if (op == "silu" || op == "gelu_tanh") {
       const bool is_silu = op == "silu";
-      fn = [=](const runtime::NodeBuffers& b, const runtime::StepView& s) {
+      fn = [=](const CpuBackend::NodeBuffers& b, const runtime::StepView& s) {
         const int64_t n = rows_of(out0, s) * cols;
         if (is_silu) {
           silu(in_f(b, 0), n, out_f(b, 0));
@@ -146,13 +191,13 @@ Status CpuBackend::prepare(const ir::Graph& graph) {
         }
       };
     } else if (op == "silu_mul") {
-      fn = [=](const runtime::NodeBuffers& b, const runtime::StepView& s) {
+      fn = [=](const CpuBackend::NodeBuffers& b, const runtime::StepView& s) {
         silu_mul(in_f(b, 0), rows_of(out0, s), cols, out_f(b, 0));
       };
     } else if (op == "split") {
       const std::vector<int64_t> sizes = node.attr_ints("sizes");
       const int64_t width = graph.value(node.inputs[0]).shape[1];
-      fn = [=](const runtime::NodeBuffers& b, const runtime::StepView& s) {
+      fn = [=](const CpuBackend::NodeBuffers& b, const runtime::StepView& s) {
         // x: [m, width] -> outputs [m, sizes[j]]
         const int64_t m = rows_of(out0, s);
         const float* x = in_f(b, 0);
@@ -172,7 +217,7 @@ Status CpuBackend::prepare(const ir::Graph& graph) {
       KILN_RETURN_IF_ERROR(rope_params_validate(params, rot).with_context("node '" + node.name + "'"));
       const bool dynamic = params.type == "dynamic";
       const std::vector<float> fixed = dynamic ? std::vector<float>{} : rope_inv_freq(params, rot, 0);
-      fn = [=](const runtime::NodeBuffers& b, const runtime::StepView& s) {
+      fn = [=](const CpuBackend::NodeBuffers& b, const runtime::StepView& s) {
         if (!dynamic) {
           rope(in_f(b, 0), s.num_tokens, heads, dim, rot, s.positions, fixed.data(), out_f(b, 0));
           return;
@@ -196,7 +241,7 @@ Status CpuBackend::prepare(const ir::Graph& graph) {
       auto slopes = std::make_shared<std::vector<float>>();
       if (node.attr_int("alibi")) *slopes = alibi_slopes(shape.num_heads);
       const int64_t q_stride = shape.num_heads * shape.head_dim, kv_stride = shape.num_kv_heads * shape.head_dim;
-      fn = [=](const runtime::NodeBuffers& b, const runtime::StepView& s) {
+      fn = [=](const CpuBackend::NodeBuffers& b, const runtime::StepView& s) {
         AttentionShape sh = shape;
         sh.alibi_slopes = slopes->empty() ? nullptr : slopes->data();
         const AttentionBatch batch{s.num_seqs, s.query_start, s.context_len, s.block_tables};
@@ -205,7 +250,7 @@ Status CpuBackend::prepare(const ir::Graph& graph) {
         attention(in_f(b, 0), q_stride, in_f(b, 1), kv_stride, in_f(b, 2), kv_stride, batch, sh, cache, out_f(b, 0));
       };
     } else if (op == "gather_rows") {
-      fn = [=](const runtime::NodeBuffers& b, const runtime::StepView& s) {
+      fn = [=](const CpuBackend::NodeBuffers& b, const runtime::StepView& s) {
         gather_rows(in_f(b, 0), cols, in_i(b, 1), s.num_rows, out_f(b, 0));
       };
     } else {
@@ -214,10 +259,6 @@ Status CpuBackend::prepare(const ir::Graph& graph) {
     nodes_.push_back(std::move(fn));
   }
   return Status::ok();
-}
-
-void CpuBackend::run_node(size_t index, const runtime::NodeBuffers& buffers, const runtime::StepView& step) {
-  nodes_[index](buffers, step);
 }
 
 }  // namespace kiln::cpu

@@ -1,6 +1,8 @@
 // The CPU backend: runs a prepared graph with the kernels of this folder, multi-threaded with
 // OpenMP (cpu_set_threads). Each node is bound once, in prepare(), to a closure that holds its
-// kernel choice and constants (rope frequencies, ALiBi slopes); run_node only calls it.
+// kernel choice and constants (rope frequencies, ALiBi slopes); run_step() lays each node's
+// buffers out in the activation arena (the engine's memory plan times max_tokens) and calls the
+// closures in order. Weights are read in place from the mapped engine; KV storage is host memory.
 #pragma once
 
 #include <functional>
@@ -24,14 +26,27 @@ class CpuBackend final : public runtime::Backend {
   CpuBackend();
   std::string target() const override;
   Status check_target(const std::string& engine_target) const override;
-  Status prepare(const ir::Graph& graph) override;
-  void run_node(size_t index, const runtime::NodeBuffers& buffers, const runtime::StepView& step) override;
+  Status prepare(const runtime::LoadedModel& model, int64_t max_tokens) override;
+  Expected<std::unique_ptr<runtime::DeviceBuffer>> allocate(size_t bytes) override;
+  Expected<std::span<const float>> run_step(const runtime::StepView& step) override;
 
-  // The matmul kernel names bound to each matmul node, for `kiln inspect`-style reports.
-  using NodeFn = std::function<void(const runtime::NodeBuffers&, const runtime::StepView&)>;
+  // Buffers of one node: inputs then outputs, in the node's order. Weights point at their stored bytes.
+  struct NodeBuffers {
+    std::vector<const void*> inputs;
+    std::vector<void*> outputs;
+  };
+  using NodeFn = std::function<void(const NodeBuffers&, const runtime::StepView&)>;
 
  private:
+  Status bind_nodes(const ir::Graph& graph);
+  void* buffer(ir::ValueId id) const;
+
+  const ir::Graph* graph_ = nullptr;
+  int64_t vocab_ = 0;
+  int64_t max_tokens_ = 0;
   std::vector<NodeFn> nodes_;
+  std::unique_ptr<runtime::HostBuffer> arena_;
+  NodeBuffers buffers_;
 };
 
 }  // namespace kiln::cpu

@@ -29,17 +29,25 @@ class RecordingBackend : public Backend {
   Status check_target(const std::string& t) const override {
     return t == "cpu-scalar" ? Status::ok() : invalid_argument("wrong target " + t);
   }
-  Status prepare(const ir::Graph& graph) override {
-    nodes = graph.nodes().size();
+  Status prepare(const LoadedModel& model, int64_t max_tokens) override {
+    nodes = model.graph().nodes().size();
+    vocab = model.facts().vocab_size;
+    prepared_tokens = max_tokens;
     return Status::ok();
   }
-  void run_node(size_t, const NodeBuffers&, const StepView& step) override {
+  Expected<std::unique_ptr<DeviceBuffer>> allocate(size_t bytes) override {
+    return std::unique_ptr<DeviceBuffer>(std::make_unique<HostBuffer>(bytes));
+  }
+  Expected<std::span<const float>> run_step(const StepView& step) override {
     ++runs;
     last_tokens = step.num_tokens;
     last_rows = step.num_rows;
+    logits.assign(static_cast<size_t>(step.num_rows * vocab), 0.0f);
+    return std::span<const float>(logits);
   }
   size_t nodes = 0, runs = 0;
-  int64_t last_tokens = 0, last_rows = 0;
+  int64_t vocab = 0, prepared_tokens = 0, last_tokens = 0, last_rows = 0;
+  std::vector<float> logits;
 };
 
 class ExecutorTest : public ::testing::Test {
@@ -81,9 +89,10 @@ class ExecutorTest : public ::testing::Test {
   std::unique_ptr<KvCache> cache_;
 };
 
-TEST_F(ExecutorTest, AValidStepRunsEveryNodeOnce) {
+TEST_F(ExecutorTest, AValidStepRunsOnceOnTheBackend) {
   ASSERT_TRUE(run({1, 2, 3}, 0, {0}, true));
-  EXPECT_EQ(backend_.runs, backend_.nodes);
+  EXPECT_EQ(backend_.runs, 1u);
+  EXPECT_EQ(backend_.prepared_tokens, 16);
   EXPECT_EQ(backend_.last_tokens, 3);
   EXPECT_EQ(backend_.last_rows, 3);
   ASSERT_TRUE(run({4}, 3, {0}));
