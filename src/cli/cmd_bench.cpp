@@ -171,6 +171,7 @@ int run_offline_bench(const BenchArgs& a) {
 }
 
 int run_bench(const BenchArgs& a) {
+  if (a.engine.empty()) return fail(invalid_argument("an engine file is required: kiln bench ENGINE (or kiln bench serve --url URL)"));
   if (a.offline) return run_offline_bench(a);
   if (a.prompt < 1 || a.decode < 1 || a.repeat < 1) return fail(invalid_argument("--prompt, --decode, --repeat must be >= 1"));
   auto session = open_cpu_session(a.engine, a.threads, a.prompt + a.decode);
@@ -230,7 +231,8 @@ int run_bench(const BenchArgs& a) {
 CommandFn add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "Measure prefill and decode speed against the memory bandwidth");
-  cmd->add_option("engine", args->engine, "engine file")->required();
+  // Not ->required(): CLI11 fills a required positional before it looks for `kiln bench serve`.
+  cmd->add_option("engine", args->engine, "engine file");
   cmd->add_option("--prompt", args->prompt, "prompt tokens")->capture_default_str();
   cmd->add_option("--decode", args->decode, "decoded tokens")->capture_default_str();
   cmd->add_option("--repeat", args->repeat, "runs (median reported)")->capture_default_str();

@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
   add("eval", add_eval_command(app));
   add("inspect", add_inspect_command(app));
   add("bench", add_bench_command(app));
+  CLI::App* bench = app.get_subcommand("bench");
+  CommandFn bench_serve = add_bench_serve_command(*bench);
+  commands.emplace(commands.begin(), bench->get_subcommand("serve"), std::move(bench_serve));  // before "bench"
   add("random-checkpoint", add_random_checkpoint_command(app));
   add("run", add_run_command(app));
   add("serve", add_serve_command(app));

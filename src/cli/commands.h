@@ -21,6 +21,7 @@ CommandFn add_build_command(CLI::App& app);
 CommandFn add_eval_command(CLI::App& app);
 CommandFn add_inspect_command(CLI::App& app);
 CommandFn add_bench_command(CLI::App& app);
+CommandFn add_bench_serve_command(CLI::App& bench);  // `kiln bench serve`, under the bench command
 CommandFn add_random_checkpoint_command(CLI::App& app);
 CommandFn add_run_command(CLI::App& app);
 CommandFn add_serve_command(CLI::App& app);
