@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Serving figures on the demo model: kiln serve on loopback, driven by kiln bench serve at
+# concurrency 1, 16 and 64 with the same random prompts (128 tokens in, 128 out), then the
+# engine's own time against its model-step time from /metrics. Usage: bench/serve_demo.sh [THREADS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kiln=build/release/kiln
+threads=${1:-2}
+port=${KILN_BENCH_PORT:-8019}
+engine=build/release/demo.kiln
+[ -f "$engine" ] || "$kiln" build models/demo -o "$engine" --dtype bf16 >/dev/null
+dd if="$engine" iflag=nocache count=0 status=none
+"$kiln" serve "$engine" --port "$port" --threads "$threads" --max-num-seqs 64 2>/dev/null &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/v2/health/ready" >/dev/null && break; sleep 0.2; done
+lscpu | grep 'Model name'
+metric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 ~ "^"m"[{]" {print $2}'; }
+for c in 1 16 64; do
+  n=$(( c == 1 ? 16 : 4 * c ))
+  step0=$(metric kiln_engine_step_seconds_total); over0=$(metric kiln_engine_overhead_seconds_total)
+  "$kiln" bench serve --url "http://127.0.0.1:$port" --tokenizer "$engine" --max-concurrency "$c" \
+      --num-prompts "$n" --random-input-len 128 --random-output-len 128 --json "/tmp/kiln_serve_demo_c$c.json" |
+    grep -E "Output token throughput|Request throughput|TTFT|TPOT" | sed "s/^/c=$c /" || true
+  step1=$(metric kiln_engine_step_seconds_total); over1=$(metric kiln_engine_overhead_seconds_total)
+  awk -v s0="$step0" -v s1="$step1" -v o0="$over0" -v o1="$over1" -v c="$c" \
+    'BEGIN { printf "c=%s engine overhead %.2f%% of model-step time\n", c, 100 * (o1 - o0) / (s1 - s0) }'
+done
