@@ -111,10 +111,8 @@ Status run_select_kernels(ir::Graph& graph, const PassContext& ctx) {
     w.format = sel.format;
     node.attrs["kernel_decode"] = sel.decode.kernel;
     node.attrs["kernel_prefill"] = sel.prefill.kernel;
-    if (sel.decode.seconds > 0.0) {
-      node.attrs["kernel_decode_us"] = sel.decode.seconds * 1e6;
-      node.attrs["kernel_prefill_us"] = sel.prefill.seconds * 1e6;
-    }
+    if (sel.decode.seconds > 0.0) node.attrs["kernel_decode_us"] = sel.decode.seconds * 1e6;
+    if (sel.prefill.seconds > 0.0) node.attrs["kernel_prefill_us"] = sel.prefill.seconds * 1e6;
   }
   return Status::ok();
 }

@@ -6,8 +6,10 @@
 //
 // The step's k and v rows are first written into the cache (launch_kv_cache_store); the
 // attention kernels then read every key, the step's own included, from the cache:
-//   launch_attention_rows   one thread block per (query row, head): any head_dim up to 256,
-//                           used for decode steps (one query row per sequence);
+//   launch_attention_split  decode steps: one thread block per (query row, head, split of the
+//                           keys), joined by a second kernel when there are several splits;
+//   launch_attention_rows   one thread block per (query row, head): any head_dim up to 256 (the
+//                           fallback for head sizes the others do not take);
 //   launch_attention_tiles  one thread block per (tile of up to kAttentionTileRows consecutive
 //                           query rows of one sequence, head), keys staged through shared
 //                           memory in tiles with an online softmax: prefill; needs head_dim % 4
@@ -19,6 +21,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "base/status.h"
@@ -69,6 +72,14 @@ bool attention_tiles_supported(int head_dim);
 // k, v: [t, num_kv_heads * head_dim] -> the cache slots of their tokens' positions.
 void launch_kv_cache_store(const float* k, const float* v, int64_t t, int64_t kv_row, StepTokens tokens, PagedKv cache,
                            cudaStream_t stream);
+
+// Decode attention split across `splits` blocks per (row, head) (cuda_attention_decode.cu): for
+// head_dim % 4 == 0, <= 256. With splits > 1, `partial` holds
+// attention_split_partial_floats(t, num_heads, head_dim, splits) floats of device scratch.
+bool attention_split_supported(int head_dim);
+size_t attention_split_partial_floats(int64_t t, int num_heads, int head_dim, int splits);
+void launch_attention_split(const float* q, int64_t t, StepTokens tokens, const AttentionShape& shape, PagedKv cache,
+                            int splits, float* partial, float* out, cudaStream_t stream);
 
 // q, out: [t, num_heads * head_dim].
 void launch_attention_rows(const float* q, int64_t t, StepTokens tokens, const AttentionShape& shape, PagedKv cache,

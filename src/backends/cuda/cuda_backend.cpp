@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -31,6 +32,7 @@ namespace {
 constexpr size_t kCublasWorkspace = size_t{32} << 20;
 constexpr size_t kAlign = 256;
 constexpr int64_t kMaxGraphs = 256;  // captured decode shapes kept; beyond this, eager launches
+constexpr int64_t kMaxAttentionSplits = 64;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -147,12 +149,22 @@ struct CudaBackend::State {
   using NodeFn = std::function<Status(const StepContext&)>;
   std::vector<NodeFn> nodes;
   std::vector<std::string> node_names;
+  std::vector<std::string> node_ops;  // what the profile groups by: op, matmul shape, fused pair
+
+  // KILN_CUDA_PROFILE=1: eager steps timed node by node with events; the totals per op go to
+  // stderr when the backend is destroyed.
+  bool profile = false;
+  std::vector<cudaEvent_t> profile_events;
+  std::map<std::string, std::pair<double, int64_t>> profile_ms;  // op -> (ms, calls)
+  std::map<std::string, std::pair<double, int64_t>> profile_steps;  // "decode"/"prefill" -> (ms, steps)
 
   bool graphs_enabled = true;
   int64_t graphs_captured = 0, graph_replays = 0;
   std::map<std::tuple<int64_t, int64_t, const void*, int, int>, cudaGraphExec_t> graphs;
 
   ~State() {
+    print_profile();
+    for (cudaEvent_t e : profile_events) cudaEventDestroy(e);
     clear_graphs();
     if (cublas != nullptr) cublasDestroy(cublas);
     if (stream != nullptr) cudaStreamDestroy(stream);
@@ -182,6 +194,16 @@ struct CudaBackend::State {
 
   Status bind_nodes();
   Status run_nodes(const StepContext& ctx);
+  Status run_nodes_profiled(const StepContext& ctx);
+  void print_profile() const;
+  // Scratch for split decode attention, and the split count of a step of t rows.
+  DeviceMemory attention_partial;
+  int64_t split_tokens = 0;  // steps of up to this many rows may split
+  int attention_splits(int64_t t, int heads) const {
+    if (t > split_tokens) return 1;
+    const int64_t want = (4 * static_cast<int64_t>(device.multiprocessors) + t * heads - 1) / (t * heads);
+    return static_cast<int>(std::clamp<int64_t>(want, 1, kMaxAttentionSplits));
+  }
 };
 
 namespace {
@@ -201,6 +223,31 @@ cpu::RopeParams rope_params(const ir::Node& node) {
   p.original_max_position = node.attr_int("original_max_position", 0);
   p.max_position = node.attr_int("max_position", 0);
   return p;
+}
+
+// Whether node i is an add whose output the next node, an RMSNorm, normalises.
+bool fuses_with_next_norm(const ir::Graph& g, size_t i) {
+  if (i + 1 >= g.nodes().size()) return false;
+  const ir::Node& add = g.nodes()[i];
+  const ir::Node& next = g.nodes()[i + 1];
+  return add.op == "add" && next.op == "rms_norm" && next.inputs[0] == add.outputs[0] &&
+         g.value(add.outputs[0]).shape == g.value(next.outputs[0]).shape;
+}
+
+// Whether node i and the next are ropes of the same positions and frequencies on two different
+// tensors (the queries and keys of one layer).
+bool pairs_with_next_rope(const ir::Graph& g, size_t i) {
+  if (i + 1 >= g.nodes().size()) return false;
+  const ir::Node& a = g.nodes()[i];
+  const ir::Node& b = g.nodes()[i + 1];
+  if (a.op != "rope" || b.op != "rope" || a.inputs[1] != b.inputs[1] || b.inputs[0] == a.outputs[0]) return false;
+  for (const char* key : {"head_dim", "rotary_dim", "original_max_position", "max_position"}) {
+    if (a.attr_int(key) != b.attr_int(key)) return false;
+  }
+  for (const char* key : {"theta", "factor", "low_freq_factor", "high_freq_factor"}) {
+    if (a.attr_float(key) != b.attr_float(key)) return false;
+  }
+  return a.attr_str("type") == b.attr_str("type");
 }
 
 // Index of the table for this rope in `ropes`, or -1.
@@ -240,10 +287,12 @@ Expected<const CudaMatmulKernel*> bind_matmul_kernel(const ir::Node& node, const
 Status CudaBackend::State::bind_nodes() {
   nodes.clear();
   node_names.clear();
+  node_ops.clear();
   constants_host.clear();
   const ir::Graph& g = *graph;
   State* self = this;
-  for (const ir::Node& node : g.nodes()) {
+  for (size_t index = 0; index < g.nodes().size(); ++index) {
+    const ir::Node& node = g.nodes()[index];
     const ir::Value& out0 = g.value(node.outputs[0]);
     const int64_t cols = out0.shape.size() == 2 ? out0.shape[1] : 1;
     const std::string& op = node.op;
@@ -294,6 +343,20 @@ Status CudaBackend::State::bind_nodes() {
         }
         return Status::ok();
       };
+    } else if (op == "add" && fuses_with_next_norm(g, index)) {
+      // The residual add and the RMSNorm that reads it: one kernel, both outputs.
+      const ir::Node& norm = g.nodes()[++index];
+      const auto eps = static_cast<float>(norm.attr_float("eps", 1e-6));
+      const auto* weight = static_cast<const float*>(buffer(norm.inputs[1]));
+      auto* normed = static_cast<float*>(buffer(norm.outputs[0]));
+      fn = [=](const StepContext& s) {
+        launch_add_rms_norm(f_in(0), f_in(1), rows_of(out0, s), cols, weight, eps, f_out(0), normed, self->stream);
+        return Status::ok();
+      };
+      nodes.push_back(std::move(fn));
+      node_names.push_back(node.name + "+" + norm.name);
+      node_ops.push_back("add+rms_norm");
+      continue;
     } else if (op == "add" || op == "mul") {
       const bool is_add = op == "add";
       fn = [=](const StepContext& s) {
@@ -343,24 +406,37 @@ Status CudaBackend::State::bind_nodes() {
       const int64_t heads = node.attr_int("num_heads"), dim = node.attr_int("head_dim");
       const int64_t rot = node.attr_int("rotary_dim");
       KILN_RETURN_IF_ERROR(cpu::rope_params_validate(params, rot).with_context("node '" + node.name + "'"));
+      RopeTensor first{f_in(0), f_out(0), heads}, second{nullptr, nullptr, 0};
+      std::string name = node.name;
+      if (pairs_with_next_rope(g, index)) {
+        // The keys' rope right after the queries': one launch for both.
+        const ir::Node& next = g.nodes()[++index];
+        second = {static_cast<const float*>(buffer(next.inputs[0])), static_cast<float*>(buffer(next.outputs[0])),
+                  next.attr_int("num_heads")};
+        name += "+" + next.name;
+      }
       if (params.type == "dynamic") {
         // Its table is filled each step (run_step); prepare() placed one per distinct rope.
-        const int64_t index = dynamic_rope_index(dynamic_ropes, params, rot);
-        if (index < 0) return internal_error("dynamic rope of node '" + node.name + "' has no table");
+        const int64_t table_index = dynamic_rope_index(dynamic_ropes, params, rot);
+        if (table_index < 0) return internal_error("dynamic rope of node '" + node.name + "' has no table");
         fn = [=](const StepContext& s) {
-          const float* table = self->step_dev.at<float>(self->dynamic_ropes[static_cast<size_t>(index)].offset);
-          launch_rope(f_in(0), s.num_tokens, heads, dim, rot, s.tokens.positions, table, s.tokens.token_seq, f_out(0),
-                      self->stream);
+          const float* table = self->step_dev.at<float>(self->dynamic_ropes[static_cast<size_t>(table_index)].offset);
+          launch_rope_pair(first, second, s.num_tokens, dim, rot, s.tokens.positions, table, s.tokens.token_seq,
+                           self->stream);
           return Status::ok();
         };
       } else {
         const size_t offset = add_constants(cpu::rope_inv_freq(params, rot, 0));
         fn = [=](const StepContext& s) {
-          launch_rope(f_in(0), s.num_tokens, heads, dim, rot, s.tokens.positions, self->constant(offset), nullptr,
-                      f_out(0), self->stream);
+          launch_rope_pair(first, second, s.num_tokens, dim, rot, s.tokens.positions, self->constant(offset), nullptr,
+                           self->stream);
           return Status::ok();
         };
       }
+      nodes.push_back(std::move(fn));
+      node_names.push_back(name);
+      node_ops.push_back(second.x != nullptr ? "rope q+k" : "rope");
+      continue;
     } else if (op == "attention") {
       AttentionShape shape{};
       shape.num_heads = static_cast<int>(node.attr_int("num_heads"));
@@ -373,6 +449,7 @@ Status CudaBackend::State::bind_nodes() {
                              "; the CUDA backend supports up to 256");
       }
       const bool tiles = attention_tiles_supported(shape.head_dim);
+      const bool split = attention_split_supported(shape.head_dim);
       const int64_t layer = node.attr_int("layer");
       const bool alibi = node.attr_int("alibi") != 0;
       const size_t slopes = alibi ? add_constants(cpu::alibi_slopes(shape.num_heads)) : 0;
@@ -382,7 +459,10 @@ Status CudaBackend::State::bind_nodes() {
         sh.alibi_slopes = alibi ? self->constant(slopes) : nullptr;
         const PagedKv kv{s.cache->k(layer), s.cache->v(layer), s.block_size, s.tables, s.table_stride};
         launch_kv_cache_store(f_in(1), f_in(2), s.num_tokens, kv_row, s.tokens, kv, self->stream);
-        if (s.decode || !tiles) {
+        if (s.decode && split) {
+          launch_attention_split(f_in(0), s.num_tokens, s.tokens, sh, kv, self->attention_splits(s.num_tokens, sh.num_heads),
+                                 self->attention_partial.at<float>(0), f_out(0), self->stream);
+        } else if (s.decode || !tiles) {
           launch_attention_rows(f_in(0), s.num_tokens, s.tokens, sh, kv, f_out(0), self->stream);
         } else {
           launch_attention_tiles(f_in(0), s.tiles, s.num_tiles, s.tokens, sh, kv, f_out(0), self->stream);
@@ -399,6 +479,9 @@ Status CudaBackend::State::bind_nodes() {
     }
     nodes.push_back(std::move(fn));
     node_names.push_back(node.name);
+    node_ops.push_back(op == "matmul" ? "matmul " + std::to_string(g.weight(node.inputs[1]).rows()) + "x" +
+                                            std::to_string(g.weight(node.inputs[1]).cols())
+                                      : op);
   }
   return Status::ok();
 }
@@ -409,6 +492,54 @@ Status CudaBackend::State::run_nodes(const StepContext& ctx) {
     KILN_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), node_names[i].c_str()));
   }
   return Status::ok();
+}
+
+Status CudaBackend::State::run_nodes_profiled(const StepContext& ctx) {
+  while (profile_events.size() < nodes.size() + 1) {
+    cudaEvent_t e = nullptr;
+    KILN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+    profile_events.push_back(e);
+  }
+  KILN_CUDA_RETURN_IF_ERROR(cudaEventRecord(profile_events[0], stream));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    KILN_RETURN_IF_ERROR(nodes[i](ctx).with_context("node '" + node_names[i] + "'"));
+    KILN_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), node_names[i].c_str()));
+    KILN_CUDA_RETURN_IF_ERROR(cudaEventRecord(profile_events[i + 1], stream));
+  }
+  KILN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(profile_events[nodes.size()]));
+  double total = 0.0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    float ms = 0.0f;
+    KILN_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, profile_events[i], profile_events[i + 1]));
+    auto& e = profile_ms[(ctx.decode ? "decode  " : "prefill ") + node_ops[i]];
+    e.first += ms;
+    e.second += 1;
+    total += ms;
+  }
+  auto& step = profile_steps[ctx.decode ? "decode" : "prefill"];
+  step.first += total;
+  step.second += 1;
+  return Status::ok();
+}
+
+void CudaBackend::State::print_profile() const {
+  if (profile_steps.empty()) return;
+  std::fprintf(stderr, "kiln cuda profile (eager launches, events between nodes)\n");
+  for (const auto& [kind, e] : profile_steps) {
+    std::fprintf(stderr, "  %-8s %6lld steps, %9.3f ms a step\n", kind.c_str(), static_cast<long long>(e.second),
+                 e.first / static_cast<double>(e.second));
+    std::vector<std::pair<double, std::string>> rows;
+    for (const auto& [op, t] : profile_ms) {
+      if (op.rfind(kind, 0) == 0) rows.emplace_back(t.first, op.substr(8));
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    for (const auto& [ms, op] : rows) {
+      const auto& t = profile_ms.at((kind == "decode" ? "decode  " : "prefill ") + op);
+      std::fprintf(stderr, "    %-28s %9.3f ms a step  %5.1f%%  %8.2f us a call\n", op.c_str(),
+                   ms / static_cast<double>(e.second), 100.0 * ms / e.first,
+                   1e3 * ms / static_cast<double>(t.second));
+    }
+  }
 }
 
 CudaBackend::CudaBackend(std::unique_ptr<State> state) : s_(std::move(state)) {}
@@ -426,6 +557,10 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   KILN_CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(state->cublas, state->workspace.ptr, state->workspace.bytes));
   KILN_RETURN_IF_ERROR(attention_init());
   if (const char* env = std::getenv("KILN_CUDA_GRAPHS"); env != nullptr && std::string(env) == "0") {
+    state->graphs_enabled = false;
+  }
+  if (const char* env = std::getenv("KILN_CUDA_PROFILE"); env != nullptr && std::string(env) == "1") {
+    state->profile = true;
     state->graphs_enabled = false;
   }
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(state)));
@@ -532,6 +667,18 @@ Status CudaBackend::prepare(const runtime::LoadedModel& model, int64_t max_token
     KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(s.constants.ptr, s.constants_host.data(),
                                          s.constants_host.size() * sizeof(float), cudaMemcpyHostToDevice));
   }
+
+  // Split decode attention: steps of few rows split their keys; size the partials for them.
+  s.split_tokens = 0;
+  size_t partial = 0;
+  for (const ir::Node& node : g.nodes()) {
+    if (node.op != "attention") continue;
+    const int heads = static_cast<int>(node.attr_int("num_heads")), dim = static_cast<int>(node.attr_int("head_dim"));
+    const int64_t t = std::min<int64_t>(max_tokens, 4 * s.device.multiprocessors / heads);
+    s.split_tokens = std::max(s.split_tokens, t);
+    partial = std::max(partial, attention_split_partial_floats(t, heads, dim, kMaxAttentionSplits) * sizeof(float));
+  }
+  KILN_RETURN_IF_ERROR(s.attention_partial.allocate(align_up(std::max<size_t>(partial, kAlign))));
 
   // Block tables: room for max_tokens sequences of max_seq_len positions in blocks of 16; a
   // cache with smaller blocks grows it (run_step).
@@ -651,7 +798,7 @@ Expected<std::span<const float>> CudaBackend::run_step(const runtime::StepView& 
       KILN_RETURN_IF_ERROR(s.run_nodes(ctx));
     }
   } else {
-    KILN_RETURN_IF_ERROR(s.run_nodes(ctx));
+    KILN_RETURN_IF_ERROR(s.profile ? s.run_nodes_profiled(ctx) : s.run_nodes(ctx));
   }
 
   const auto* logits = static_cast<const float*>(s.buffer(s.graph->outputs()[0]));

@@ -49,7 +49,28 @@ __global__ void layer_norm_kernel(const float* x, int64_t h, const float* weight
   for (int64_t j = threadIdx.x; j < h; j += kThreads) out[j] = (row[j] - mean) * inv_std * weight[j] + bias[j];
 }
 
+__global__ void add_rms_norm_kernel(const float* a, const float* b, int64_t h, const float* weight, float eps,
+                                    float* sum, float* y) {
+  __shared__ double scratch[kThreads / 32];
+  const int64_t row = blockIdx.x * h;
+  double s = 0.0;
+  for (int64_t j = threadIdx.x; j < h; j += kThreads) {
+    const float v = a[row + j] + b[row + j];
+    sum[row + j] = v;
+    s += static_cast<double>(v) * static_cast<double>(v);
+  }
+  const auto variance = static_cast<float>(block_sum(s, scratch) / static_cast<double>(h));
+  const float inv_rms = 1.0f / sqrtf(variance + eps);
+  // Each thread reads back only the sums it wrote.
+  for (int64_t j = threadIdx.x; j < h; j += kThreads) y[row + j] = weight[j] * (sum[row + j] * inv_rms);
+}
+
 }  // namespace
+
+void launch_add_rms_norm(const float* a, const float* b, int64_t m, int64_t h, const float* weight, float eps,
+                         float* sum, float* y, cudaStream_t stream) {
+  if (m > 0) add_rms_norm_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(a, b, h, weight, eps, sum, y);
+}
 
 void launch_rms_norm(const float* x, int64_t m, int64_t h, const float* weight, float eps, float* y,
                      cudaStream_t stream) {

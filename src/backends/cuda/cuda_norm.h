@@ -16,4 +16,10 @@ void launch_rms_norm(const float* x, int64_t m, int64_t h, const float* weight, 
 void launch_layer_norm(const float* x, int64_t m, int64_t h, const float* weight, const float* bias, float eps,
                        float* y, cudaStream_t stream);
 
+// The residual add and the RMSNorm after it in one pass (the decoder's `x += o; n = rms(x)`):
+// a, b, sum, y: [m, h]; sum = a + b (sum may equal a), y = rms_norm(sum) * weight, with the
+// roundings of launch_add followed by launch_rms_norm.
+void launch_add_rms_norm(const float* a, const float* b, int64_t m, int64_t h, const float* weight, float eps,
+                         float* sum, float* y, cudaStream_t stream);
+
 }  // namespace kiln::cuda

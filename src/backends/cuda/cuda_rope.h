@@ -20,4 +20,14 @@ void launch_rope(const float* x, int64_t t, int64_t num_heads, int64_t head_dim,
                  const int32_t* positions, const float* inv_freq, const int32_t* token_seq, float* y,
                  cudaStream_t stream);
 
+// Two rotations of the same tokens in one launch (the queries and keys of an attention layer,
+// which share positions, frequencies and head_dim): cos and sin are evaluated once for both.
+struct RopeTensor {
+  const float* x;
+  float* y;
+  int64_t num_heads;
+};
+void launch_rope_pair(RopeTensor a, RopeTensor b, int64_t t, int64_t head_dim, int64_t rotary_dim,
+                      const int32_t* positions, const float* inv_freq, const int32_t* token_seq, cudaStream_t stream);
+
 }  // namespace kiln::cuda

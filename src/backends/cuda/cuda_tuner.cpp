@@ -15,6 +15,7 @@ namespace kiln::cuda {
 namespace {
 
 constexpr size_t kCublasWorkspace = size_t{32} << 20;
+constexpr size_t kRotateBytes = size_t{256} << 20;
 
 // Uniform values in [-1, 1) from a xorshift generator: timing needs realistic bit patterns, not
 // a distribution, and generating a 7B model's largest matrix this way takes a fraction of a second.
@@ -50,6 +51,7 @@ struct CudaKernelTuner::Gpu {
   cublasHandle_t cublas = nullptr;
   DeviceBytes workspace, weights, x, y, scratch;
   std::tuple<ir::WeightFormat, int64_t, int64_t> weights_key{ir::WeightFormat::kF32, 0, 0};
+  size_t copies = 1, copy_stride = 0;
   cudaEvent_t start = nullptr, stop = nullptr;
 
   ~Gpu() {
@@ -78,8 +80,15 @@ struct CudaKernelTuner::Gpu {
       fill_random(w, static_cast<uint64_t>(n * 31 + k));
       std::vector<std::byte> packed(static_cast<size_t>(n) * ir::weight_format_row_bytes(kernel.format, k));
       ir::weight_quantize(kernel.format, w.data(), n, k, packed.data());
-      KILN_RETURN_IF_ERROR(weights.reserve(packed.size()));
-      KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(weights.ptr, packed.data(), packed.size(), cudaMemcpyHostToDevice));
+      // Enough copies that rotating through them streams from memory, not from the 50 MB L2,
+      // as a model's layers do.
+      copies = std::clamp<size_t>(kRotateBytes / packed.size() + 1, 1, 32);
+      copy_stride = (packed.size() + 255) / 256 * 256;
+      KILN_RETURN_IF_ERROR(weights.reserve(copy_stride * copies));
+      for (size_t c = 0; c < copies; ++c) {
+        KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(static_cast<std::byte*>(weights.ptr) + c * copy_stride, packed.data(),
+                                             packed.size(), cudaMemcpyHostToDevice));
+      }
       weights_key = key;
     }
     std::vector<float> xs(static_cast<size_t>(m * k));
@@ -89,8 +98,10 @@ struct CudaKernelTuner::Gpu {
     KILN_RETURN_IF_ERROR(y.reserve(static_cast<size_t>(m * n) * sizeof(float)));
     KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the copies ran on the legacy stream
     KILN_RETURN_IF_ERROR(scratch.reserve(std::max<size_t>(1, gemm_scratch_bytes(kernel.format, GemmActivations::kSplit, m, k))));
+    size_t next = 0;
     auto run = [&] {
-      return launch_matmul(kernel, cublas, static_cast<const float*>(x.ptr), m, k, weights.ptr, n, nullptr,
+      const void* w = static_cast<const std::byte*>(weights.ptr) + (next++ % copies) * copy_stride;
+      return launch_matmul(kernel, cublas, static_cast<const float*>(x.ptr), m, k, w, n, nullptr,
                            static_cast<float*>(y.ptr), scratch.ptr, stream);
     };
     for (int i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(run());

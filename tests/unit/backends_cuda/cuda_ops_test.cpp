@@ -366,8 +366,16 @@ TEST(CudaAttention, LongContextDecodeMatchesCpu) {
   const PagedKv kv{dk_cache.get(), dv_cache.get(), block_size, dtable.get(), blocks};
   const StepTokens tokens{dseq.get(), dpos.get()};
   launch_kv_cache_store(dk.get(), dv.get(), 1, kv_row, tokens, kv, nullptr);
-  launch_attention_rows(dq.get(), 1, tokens, {heads, kv_heads, dim, 0.125f, 0, nullptr}, kv, out.get(), nullptr);
-  EXPECT_LE(rel_error(out.download(), want), 2e-6);
+  const AttentionShape gs{heads, kv_heads, dim, 0.125f, 0, nullptr};
+  launch_attention_rows(dq.get(), 1, tokens, gs, kv, out.get(), nullptr);
+  EXPECT_LE(rel_error(out.download(), want), 2e-6) << "rows kernel";
+  // Split decode: one split, and 16 joined by the combine kernel.
+  for (int splits : {1, 3, 16}) {
+    DeviceArray<float> partial(attention_split_partial_floats(1, heads, dim, splits));
+    DeviceArray<float> out2(static_cast<size_t>(q_row));
+    launch_attention_split(dq.get(), 1, tokens, gs, kv, splits, partial.get(), out2.get(), nullptr);
+    EXPECT_LE(rel_error(out2.download(), want), 2e-6) << splits << " splits";
+  }
 }
 
 }  // namespace
