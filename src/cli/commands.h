@@ -23,7 +23,14 @@ CommandFn add_inspect_command(CLI::App& app);
 CommandFn add_bench_command(CLI::App& app);
 CommandFn add_random_checkpoint_command(CLI::App& app);
 CommandFn add_run_command(CLI::App& app);
+CommandFn add_serve_command(CLI::App& app);
 CommandFn add_tokenize_command(CLI::App& app);
+
+CommandFn add_check_command(CLI::App& app);
+
+// `kiln eval` of a general (ONNX) engine: inputs "NAME=FILE.npy", outputs DIR/NAME.npy.
+int run_eval_tensors(const std::string& engine, const std::vector<std::string>& inputs,
+                     const std::string& outputs_dir, int threads);
 
 // Prints "kiln: <message>" to stderr and returns 1.
 int fail(const Status& status);

@@ -6,6 +6,7 @@
 
 #include "engine/engine_writer.h"
 #include "formats/model_graph.h"
+#include "formats/onnx_model.h"
 #include "passes/pipeline.h"
 
 namespace kiln::engine {
@@ -74,6 +75,7 @@ std::string build_options_string(const passes::BuildOptions& options) {
 
 Status build_engine(const EngineBuildRequest& request, const EngineBuildHooks& hooks) {
   if (hooks.tuner == nullptr) return internal_error("build_engine needs a kernel tuner");
+  if (formats::is_onnx_path(request.model_dir)) return build_onnx_engine(request, hooks);
   KILN_ASSIGN_OR_RETURN(formats::HfCheckpoint ckpt, formats::HfCheckpoint::open(request.model_dir));
   const formats::ModelConfig& config = ckpt.config();
 

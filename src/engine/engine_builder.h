@@ -22,6 +22,7 @@ struct EngineBuildRequest {
 
 struct EngineBuildHooks {
   passes::KernelTuner* tuner = nullptr;
+  passes::NodeEvaluator* evaluator = nullptr;  // constant folding of general graphs (optional)
   std::function<void(const std::string&)> note;                 // user-facing notes
   std::function<void(const std::string&)> dump;                 // graph dumps (--dump-after)
   std::function<void(const std::string& stage, uint64_t done, uint64_t total)> progress;
@@ -30,6 +31,13 @@ struct EngineBuildHooks {
 // The short "dtype=... max_seq_len=..." string stored in the engine header.
 std::string build_options_string(const passes::BuildOptions& options);
 
+// model_dir is a Hugging Face directory, or an ONNX file (*.onnx: build_onnx_engine()).
 Status build_engine(const EngineBuildRequest& request, const EngineBuildHooks& hooks);
+
+// `kiln build model.onnx`: ONNX import (formats/onnx_model.h) -> the same pass pipeline -> an
+// engine whose metadata "model" section has family "onnx" and an "onnx" section listing the
+// graph's inputs and outputs (names, dtypes, dims with symbolic names). Refuses a model with
+// any node Kiln cannot run, naming the first (kiln check lists them all).
+Status build_onnx_engine(const EngineBuildRequest& request, const EngineBuildHooks& hooks);
 
 }  // namespace kiln::engine

@@ -7,7 +7,52 @@
 
 namespace kiln::ir {
 
-std::string_view dtype_name(DType dtype) { return dtype == DType::kF32 ? "f32" : "i32"; }
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;
+  size_t size;
+};
+
+constexpr DTypeInfo kDTypes[] = {
+    {DType::kF32, "f32", 4},  {DType::kI32, "i32", 4},  {DType::kF16, "f16", 2},   {DType::kBF16, "bf16", 2},
+    {DType::kF64, "f64", 8},  {DType::kI8, "i8", 1},    {DType::kU8, "u8", 1},     {DType::kI16, "i16", 2},
+    {DType::kU16, "u16", 2},  {DType::kI64, "i64", 8},  {DType::kU32, "u32", 4},   {DType::kU64, "u64", 8},
+    {DType::kBool, "bool", 1},
+};
+
+}  // namespace
+
+std::string_view dtype_name(DType dtype) {
+  for (const auto& d : kDTypes) {
+    if (d.dtype == dtype) return d.name;
+  }
+  return "?";
+}
+
+std::optional<DType> dtype_from_name(std::string_view name) {
+  for (const auto& d : kDTypes) {
+    if (d.name == name) return d.dtype;
+  }
+  return std::nullopt;
+}
+
+size_t dtype_size(DType dtype) {
+  for (const auto& d : kDTypes) {
+    if (d.dtype == dtype) return d.size;
+  }
+  return 0;
+}
+
+bool dtype_is_float(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16 || dtype == DType::kF64;
+}
+
+uint64_t WeightEntry::stored_bytes() const {
+  if (dtype != DType::kF32) return static_cast<uint64_t>(numel()) * dtype_size(dtype);
+  return static_cast<uint64_t>(rows()) * weight_format_row_bytes(format, cols());
+}
 
 int64_t Node::attr_int(const std::string& key, int64_t fallback) const {
   auto it = attrs.find(key);
@@ -59,7 +104,7 @@ ValueId Graph::add_value(std::string name, DType dtype, std::vector<int64_t> sha
 ValueId Graph::add_weight(std::string name, WeightEntry entry) {
   ValueId existing = find_value(name);
   if (existing != kNoValue && values_[static_cast<size_t>(existing)].is_weight) return existing;
-  ValueId id = add_value(name, DType::kF32, entry.shape);
+  ValueId id = add_value(name, entry.dtype, entry.shape);
   values_[static_cast<size_t>(id)].is_weight = true;
   weights_[name] = std::move(entry);
   return id;
@@ -82,6 +127,40 @@ std::vector<ValueId> Graph::add_node(std::string op, std::string name, std::vect
   }
   nodes_.push_back(std::move(node));
   return nodes_.back().outputs;
+}
+
+int64_t Graph::dim_symbol(const std::string& name) {
+  for (size_t i = 0; i < dim_names_.size(); ++i) {
+    if (dim_names_[i] == name) return kFirstNamedDim - static_cast<int64_t>(i);
+  }
+  dim_names_.push_back(name);
+  return kFirstNamedDim - static_cast<int64_t>(dim_names_.size() - 1);
+}
+
+std::string Graph::dim_str(int64_t d) const {
+  if (d >= 0) return std::to_string(d);
+  if (d == kTokens) return "T";
+  if (d == kRows) return "R";
+  const int64_t index = kFirstNamedDim - d;
+  if (d <= kFirstNamedDim && index < static_cast<int64_t>(dim_names_.size())) {
+    return dim_names_[static_cast<size_t>(index)];
+  }
+  return "?";
+}
+
+std::string Graph::shape_str(const Value& v) const {
+  if (!v.shape_known) return "[*]";
+  std::string out = "[";
+  for (size_t i = 0; i < v.shape.size(); ++i) out += (i ? "," : "") + dim_str(v.shape[i]);
+  return out + "]";
+}
+
+bool Graph::has_tensor_ops() const {
+  for (const auto& n : nodes_) {
+    const OpInfo* info = op_info(n.op);
+    if (info != nullptr && info->family == OpFamily::kTensor) return true;
+  }
+  return false;
 }
 
 ValueId Graph::find_value(const std::string& name) const {

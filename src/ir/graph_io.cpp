@@ -75,7 +75,10 @@ Status verify(const Graph& graph) {
   std::set<std::string> names;
   for (const auto& node : graph.nodes()) {
     if (!names.insert(node.name).second) return invalid_argument("duplicate node name '" + node.name + "'");
+    const OpInfo* info = op_info(node.op);
     for (ValueId in : node.inputs) {
+      // A tensor op's absent optional input (ONNX's empty name) is kNoValue.
+      if (in == kNoValue && info != nullptr && info->family == OpFamily::kTensor) continue;
       if (in < 0 || in >= n_values) return invalid_argument("node '" + node.name + "': input out of range");
       if (!available.count(in)) {
         return invalid_argument("node '" + node.name + "' reads '" + graph.value(in).name +
@@ -107,20 +110,29 @@ Status verify(const Graph& graph) {
 std::string print_graph(const Graph& graph) {
   std::ostringstream os;
   auto name_of = [&](ValueId id) { return "%" + graph.value(id).name; };
+  auto type_of = [&](ValueId id) {
+    const Value& v = graph.value(id);
+    return (v.dtype == DType::kF32 ? std::string() : std::string(dtype_name(v.dtype)) + ":") + graph.shape_str(v);
+  };
   os << "inputs:";
-  for (ValueId id : graph.inputs()) os << " " << name_of(id) << dims_str(graph.value(id).shape);
+  for (ValueId id : graph.inputs()) os << " " << name_of(id) << type_of(id);
   os << "\n";
   for (const auto& node : graph.nodes()) {
     os << "  ";
     for (size_t i = 0; i < node.outputs.size(); ++i) {
-      os << (i ? ", " : "") << name_of(node.outputs[i]) << dims_str(graph.value(node.outputs[i]).shape);
+      os << (i ? ", " : "") << name_of(node.outputs[i]) << type_of(node.outputs[i]);
     }
     os << " = " << node.op << "(";
     for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.inputs[i] == kNoValue) {
+        os << (i ? ", " : "") << "-";
+        continue;
+      }
       const Value& v = graph.value(node.inputs[i]);
       os << (i ? ", " : "") << (v.is_weight ? "@" + v.name : name_of(v.id));
       if (v.is_weight) {
-        os << ":" << weight_format_name(graph.weights().at(v.name).format) << dims_str(v.shape);
+        const WeightEntry& w = graph.weights().at(v.name);
+        os << ":" << (w.dtype == DType::kF32 ? weight_format_name(w.format) : dtype_name(w.dtype)) << dims_str(v.shape);
       }
     }
     os << ")";
@@ -150,6 +162,7 @@ std::string print_graph_dot(const Graph& graph) {
   }
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
     for (ValueId in : graph.nodes()[i].inputs) {
+      if (in == kNoValue) continue;
       int64_t p = graph.producer(in);
       if (p >= 0) {
         os << "  n" << p << " -> n" << i << " [label=\"" << dims_str(graph.value(in).shape) << "\"];\n";
@@ -163,8 +176,10 @@ std::string print_graph_dot(const Graph& graph) {
 nlohmann::json graph_to_json(const Graph& graph) {
   nlohmann::json values = nlohmann::json::array();
   for (const auto& v : graph.values()) {
-    values.push_back({{"name", v.name}, {"dtype", dtype_name(v.dtype)}, {"shape", v.shape},
-                      {"weight", v.is_weight}, {"arena_offset", v.arena_offset}});
+    nlohmann::json value = {{"name", v.name}, {"dtype", dtype_name(v.dtype)}, {"shape", v.shape},
+                             {"weight", v.is_weight}, {"arena_offset", v.arena_offset}};
+    if (!v.shape_known) value["shape_known"] = false;
+    values.push_back(std::move(value));
   }
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& n : graph.nodes()) {
@@ -176,10 +191,13 @@ nlohmann::json graph_to_json(const Graph& graph) {
   nlohmann::json weights = nlohmann::json::object();
   for (const auto& [name, w] : graph.weights()) {
     weights[name] = {{"shape", w.shape}, {"format", weight_format_name(w.format)}};
+    if (w.dtype != DType::kF32) weights[name]["dtype"] = dtype_name(w.dtype);
   }
-  return {{"values", values}, {"nodes", nodes}, {"inputs", graph.inputs()},
-          {"outputs", graph.outputs()}, {"weights", weights},
-          {"arena_per_token", graph.arena_per_token()}};
+  nlohmann::json out = {{"values", values}, {"nodes", nodes}, {"inputs", graph.inputs()},
+                        {"outputs", graph.outputs()}, {"weights", weights},
+                        {"arena_per_token", graph.arena_per_token()}};
+  if (!graph.dim_names().empty()) out["dim_names"] = graph.dim_names();
+  return out;
 }
 
 Expected<Graph> graph_from_json(const nlohmann::json& json) {
@@ -187,9 +205,10 @@ Expected<Graph> graph_from_json(const nlohmann::json& json) {
     Graph g;
     for (const auto& v : json.at("values")) {
       const std::string dtype = v.at("dtype").get<std::string>();
-      if (dtype != "f32" && dtype != "i32") return invalid_argument("unknown value dtype " + dtype);
-      ValueId id = g.add_value(v.at("name").get<std::string>(), dtype == "f32" ? DType::kF32 : DType::kI32,
-                               v.at("shape").get<std::vector<int64_t>>());
+      const std::optional<DType> parsed = dtype_from_name(dtype);
+      if (!parsed) return invalid_argument("unknown value dtype " + dtype);
+      ValueId id = g.add_value(v.at("name").get<std::string>(), *parsed, v.at("shape").get<std::vector<int64_t>>());
+      g.value(id).shape_known = v.value("shape_known", true);
       g.value(id).is_weight = v.at("weight").get<bool>();
       g.value(id).arena_offset = v.at("arena_offset").get<int64_t>();
     }
@@ -199,6 +218,11 @@ Expected<Graph> graph_from_json(const nlohmann::json& json) {
       WeightEntry entry;
       entry.shape = w.at("shape").get<std::vector<int64_t>>();
       entry.format = *format;
+      if (w.contains("dtype")) {
+        const std::optional<DType> dtype = dtype_from_name(w.at("dtype").get<std::string>());
+        if (!dtype) return invalid_argument("weight '" + name + "' has unknown dtype");
+        entry.dtype = *dtype;
+      }
       g.weights()[name] = std::move(entry);
     }
     for (const auto& n : json.at("nodes")) {
@@ -215,6 +239,7 @@ Expected<Graph> graph_from_json(const nlohmann::json& json) {
     g.inputs() = json.at("inputs").get<std::vector<ValueId>>();
     g.outputs() = json.at("outputs").get<std::vector<ValueId>>();
     g.set_arena_per_token(json.at("arena_per_token").get<int64_t>());
+    if (json.contains("dim_names")) g.dim_names() = json.at("dim_names").get<std::vector<std::string>>();
     KILN_RETURN_IF_ERROR(verify(g).with_context("engine graph"));
     return g;
   } catch (const nlohmann::json::exception& e) {

@@ -1,5 +1,7 @@
 #include "ir/ops.h"
 
+#include "ir/tensor_ops.h"
+
 #include <array>
 #include <numeric>
 
@@ -36,11 +38,13 @@ const OpInfo* op_info(const std::string& name) {
   for (const auto& op : kOps) {
     if (op.name == name) return &op;
   }
-  return nullptr;
+  return tensor_op_info(name);
 }
 
 Expected<std::vector<std::vector<int64_t>>> infer_shapes(const Graph& graph, const Node& node) {
-  if (op_info(node.op) == nullptr) return shape_error(node, "unknown op");
+  const OpInfo* info = op_info(node.op);
+  if (info == nullptr) return shape_error(node, "unknown op");
+  if (info->family == OpFamily::kTensor) return infer_tensor_shapes(graph, node, *info);
   std::vector<Shape> in;
   for (ValueId id : node.inputs) {
     if (id < 0 || static_cast<size_t>(id) >= graph.values().size()) {

@@ -1,5 +1,8 @@
 // The op set of the Kiln IR and each op's shape rule. Builders emit these ops, passes rewrite
-// them, backends implement them. Shapes use kTokens / kRows for the step-dependent dimension.
+// them, backends implement them. Two families share the registry:
+//   - LLM ops (below), over [tokens, C] activations; shapes use kTokens / kRows;
+//   - general tensor ops (tensor_ops.h), named and defined as the ONNX operator of the same name
+//     at its latest opset, emitted by the ONNX importer.
 //
 //   embedding   (ids:i32[T], table:W[V,H])              -> [T,H]
 //   matmul      (x:[M,K], w:W[N,K] [, bias:W[N]])       -> [M,N]     attrs: kernel (chosen at build)
@@ -30,9 +33,14 @@
 
 namespace kiln::ir {
 
+enum class OpFamily : uint8_t { kLlm, kTensor };
+
 struct OpInfo {
   std::string name;
   bool build_time_only = false;  // must be folded away before an engine is written
+  OpFamily family = OpFamily::kLlm;
+  // Tensor ops: accepted input and output counts (an empty optional input counts).
+  int min_inputs = 0, max_inputs = 0, min_outputs = 1, max_outputs = 1;
 };
 
 const OpInfo* op_info(const std::string& name);  // nullptr for an unknown op

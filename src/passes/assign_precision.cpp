@@ -26,6 +26,16 @@ ir::WeightLoader round_trip(ir::WeightLoader load, ir::WeightFormat format, int6
 
 Status run_assign_precision(ir::Graph& graph, const PassContext& ctx) {
   const ir::WeightFormat wanted = ctx.options.matmul_format;
+  if (graph.has_tensor_ops()) {
+    // General graphs: every f32 weight of 16 or more elements is stored in the 16-bit float
+    // format asked for (kernels widen it back to f32 at load); scalars and small vectors such
+    // as shapes-as-floats stay exact. Other formats are refused by the caller.
+    for (auto& [name, w] : graph.weights()) {
+      const bool halve = wanted == ir::WeightFormat::kF16 || wanted == ir::WeightFormat::kBF16;
+      w.format = w.dtype == ir::DType::kF32 && halve && w.numel() >= 16 ? wanted : ir::WeightFormat::kF32;
+    }
+    return Status::ok();
+  }
   for (auto& [name, w] : graph.weights()) {
     if (w.shape.size() != 2) {
       w.format = ir::WeightFormat::kF32;

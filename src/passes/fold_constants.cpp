@@ -1,6 +1,11 @@
 // Constant folding: build-time ops whose inputs are all weights (GPT-2's Conv1D transpose,
-// Baichuan2's lm_head row normalisation) become new weights with a composed loader.
+// Baichuan2's lm_head row normalisation) become new weights with a composed loader; general
+// tensor ops whose inputs are all weights (an ONNX graph's shape arithmetic, a transposed
+// initializer) are evaluated once here, through the backend's NodeEvaluator, and become weights
+// holding their results.
 #include <cmath>
+#include <cstring>
+#include <memory>
 
 #include "ir/ops.h"
 #include "passes/pass.h"
@@ -31,11 +36,89 @@ Expected<std::vector<float>> normalized_rows(const ir::WeightLoader& load, int64
   return w;
 }
 
+Expected<ir::Tensor> weight_tensor(const ir::WeightEntry& w) {
+  ir::Tensor t(w.dtype, w.shape);
+  if (w.dtype == ir::DType::kF32) {
+    KILN_ASSIGN_OR_RETURN(std::vector<float> v, w.load());
+    if (static_cast<int64_t>(v.size()) != t.numel()) return internal_error("weight loaded with the wrong size");
+    if (!v.empty()) std::memcpy(t.mutable_bytes(), v.data(), v.size() * sizeof(float));
+  } else {
+    KILN_ASSIGN_OR_RETURN(std::vector<std::byte> v, w.load_bytes());
+    if (v.size() != t.byte_size()) return internal_error("weight loaded with the wrong size");
+    if (!v.empty()) std::memcpy(t.mutable_bytes(), v.data(), v.size());
+  }
+  return t;
+}
+
+ir::WeightEntry entry_holding(const ir::Tensor& t) {
+  ir::WeightEntry entry;
+  entry.shape = t.shape();
+  entry.dtype = t.dtype();
+  if (t.dtype() == ir::DType::kF32) {
+    entry.load = [t]() -> Expected<std::vector<float>> {
+      return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+    };
+  } else {
+    entry.load_bytes = [t]() -> Expected<std::vector<std::byte>> {
+      return std::vector<std::byte>(t.bytes(), t.bytes() + t.byte_size());
+    };
+  }
+  return entry;
+}
+
+// Folds general tensor ops whose inputs are all weights; returns how many nodes it folded.
+Expected<size_t> fold_tensor_ops(ir::Graph& graph, NodeEvaluator& evaluator, std::vector<bool>& dead) {
+  size_t folded = 0;
+  for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    const ir::Node node = graph.nodes()[i];
+    const ir::OpInfo* info = ir::op_info(node.op);
+    if (info == nullptr || info->family != ir::OpFamily::kTensor || !evaluator.can_evaluate(node.op)) continue;
+    // Identity of a weight is how an ONNX Constant reaches a graph output; leave those.
+    if (node.op == "Identity" || node.op == "Dropout") continue;
+    bool constant = !node.inputs.empty();
+    for (ir::ValueId in : node.inputs) constant = constant && (in == ir::kNoValue || graph.value(in).is_weight);
+    if (!constant) continue;
+    bool is_output = false;
+    for (ir::ValueId out : node.outputs) {
+      for (ir::ValueId g : graph.outputs()) is_output = is_output || g == out;
+    }
+    if (is_output) continue;
+    std::vector<ir::Tensor> held;
+    held.reserve(node.inputs.size());
+    std::vector<const ir::Tensor*> args;
+    for (ir::ValueId in : node.inputs) {
+      if (in == ir::kNoValue) {
+        args.push_back(nullptr);
+        continue;
+      }
+      KILN_ASSIGN_OR_RETURN(ir::Tensor t, weight_tensor(graph.weight(in)));
+      held.push_back(std::move(t));
+    }
+    size_t k = 0;
+    args.clear();
+    for (ir::ValueId in : node.inputs) args.push_back(in == ir::kNoValue ? nullptr : &held[k++]);
+    KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> outs, evaluator.evaluate(node, args));
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const std::string name = graph.value(node.outputs[o]).name + "/folded";
+      ir::ValueId w = graph.add_weight(name, entry_holding(outs[o]));
+      graph.replace_uses(node.outputs[o], w);
+    }
+    dead[i] = true;
+    ++folded;
+  }
+  return folded;
+}
+
 }  // namespace
 
-Status run_fold_constants(ir::Graph& graph, const PassContext& /*ctx*/) {
+Status run_fold_constants(ir::Graph& graph, const PassContext& ctx) {
   std::vector<bool> dead(graph.nodes().size(), false);
+  if (ctx.evaluator != nullptr) {
+    KILN_ASSIGN_OR_RETURN(size_t folded, fold_tensor_ops(graph, *ctx.evaluator, dead));
+    if (folded) ctx.note("folded " + std::to_string(folded) + " constant nodes");
+  }
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    if (dead[i]) continue;
     const ir::Node node = graph.nodes()[i];
     const ir::OpInfo* info = ir::op_info(node.op);
     if (info == nullptr || !info->build_time_only) continue;

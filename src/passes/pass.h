@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "ir/graph.h"
+#include "ir/tensor.h"
 
 namespace kiln::passes {
 
@@ -44,9 +45,20 @@ class KernelTuner {
                              int64_t k) = 0;
 };
 
+// Evaluation of one general tensor op on constant inputs, implemented by a backend
+// (backends/cpu), for constant folding. Passes see only this.
+class NodeEvaluator {
+ public:
+  virtual ~NodeEvaluator() = default;
+  virtual bool can_evaluate(const std::string& op) const = 0;
+  virtual Expected<std::vector<ir::Tensor>> evaluate(const ir::Node& node,
+                                                     const std::vector<const ir::Tensor*>& inputs) = 0;
+};
+
 struct PassContext {
   BuildOptions options;
   KernelTuner* tuner = nullptr;                  // may be null: then the first candidate is taken
+  NodeEvaluator* evaluator = nullptr;            // may be null: then general ops are not folded
   std::function<void(const std::string&)> log;  // optional notes for the user (fallbacks, choices)
   void note(const std::string& message) const {
     if (log) log(message);
@@ -55,6 +67,7 @@ struct PassContext {
 
 Status run_fold_constants(ir::Graph& graph, const PassContext& ctx);
 Status run_eliminate_dead_nodes(ir::Graph& graph, const PassContext& ctx);
+Status run_eliminate_noops(ir::Graph& graph, const PassContext& ctx);
 Status run_fuse_sibling_matmuls(ir::Graph& graph, const PassContext& ctx);
 Status run_fuse_silu_mul(ir::Graph& graph, const PassContext& ctx);
 Status run_assign_precision(ir::Graph& graph, const PassContext& ctx);

@@ -4,6 +4,7 @@ namespace kiln::passes {
 
 const std::vector<Pass>& default_pipeline() {
   static const std::vector<Pass> passes = {
+      {"eliminate_noops", run_eliminate_noops},
       {"fold_constants", run_fold_constants},
       {"eliminate_dead_nodes", run_eliminate_dead_nodes},
       {"fuse_sibling_matmuls", run_fuse_sibling_matmuls},

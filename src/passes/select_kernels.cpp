@@ -48,6 +48,7 @@ std::set<std::string> weights_needing_rows(const ir::Graph& graph) {
   std::set<std::string> out;
   for (const auto& node : graph.nodes()) {
     for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.inputs[i] == ir::kNoValue) continue;
       const ir::Value& v = graph.value(node.inputs[i]);
       if (!v.is_weight) continue;
       const bool matmul_weight = node.op == "matmul" && i == 1;

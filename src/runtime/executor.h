@@ -38,6 +38,7 @@ class Executor {
   Expected<std::unique_ptr<KvCache>> create_kv_cache(int64_t num_blocks, int64_t block_size = 16) const;
   int64_t max_tokens() const { return max_tokens_; }
   int64_t max_seq_len() const { return model_.facts().max_seq_len; }
+  int64_t vocab_size() const { return model_.facts().vocab_size; }
 
  private:
   Executor(const LoadedModel& model, Backend& backend);

@@ -26,14 +26,17 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path
     return invalid_argument(path + " has no graph or model section; rebuild it with `kiln build`");
   }
   KILN_ASSIGN_OR_RETURN(model->graph_, ir::graph_from_json(meta.at("graph")));
+  // General (ONNX) graphs have weights of any rank and dtype; LLM weights are 1-D or 2-D.
+  const bool general = model->graph_.has_tensor_ops();
   for (auto& [name, w] : model->graph_.weights()) {
     auto bytes = model->file_.blob(weight_blob_name(name));
-    if (w.shape.empty() || w.shape.size() > 2 || !ir::weight_format_fits(w.format, w.rows(), w.cols())) {
+    if ((!general && (w.shape.empty() || w.shape.size() > 2)) ||
+        (w.dtype == ir::DType::kF32 && !ir::weight_format_fits(w.format, w.rows(), w.cols()))) {
       return invalid_argument(path + ": weight '" + name + "' cannot be stored as " +
                               std::string(ir::weight_format_name(w.format)) + " with its shape; the file is damaged "
                               "— rebuild it with `kiln build`");
     }
-    const size_t want = static_cast<size_t>(w.rows()) * ir::weight_format_row_bytes(w.format, w.cols());
+    const size_t want = w.stored_bytes();
     if (bytes.size() != want) {
       return invalid_argument(path + ": weight '" + name + "' holds " + std::to_string(bytes.size()) +
                               " bytes, its shape and format need " + std::to_string(want) +

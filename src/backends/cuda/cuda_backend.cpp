@@ -592,6 +592,10 @@ Status CudaBackend::check_target(const std::string& engine_target) const {
 Status CudaBackend::prepare(const runtime::LoadedModel& model, int64_t max_tokens) {
   State& s = *s_;
   s.clear_graphs();
+  if (model.graph().has_tensor_ops()) {
+    return unimplemented("the CUDA backend runs the LLM graphs; this engine holds general tensor ops (an imported "
+                         "ONNX model): build it for the CPU with `kiln build` (no --target)");
+  }
   s.graph = &model.graph();
   s.vocab = model.facts().vocab_size;
   s.max_tokens = max_tokens;

@@ -9,14 +9,22 @@
 // When blocks run out, the newest running sequence is preempted (its blocks freed) and
 // recomputed later; its output is the same as if it had never been preempted.
 //
-// Threads: submit(), stats() and shutdown() may be called from any thread; everything else
-// runs on the engine thread. The model, backend and tokenizer must outlive the engine.
+// Choices: a request with n > 1 runs n sequences. The first computes the prompt; the others join
+// once it has, and (with prefix caching) find the prompt's full blocks in the cache.
+// Prompt logprobs: the prompt is computed in full with logits for every token (never taken from
+// the prefix cache), and one kPromptLogprobs event precedes the first kDelta.
+// Errors: a request that fails on the engine thread (a step that the executor refuses, a row
+// with no finite logit) ends with a kError event; the engine thread carries on with the others.
+//
+// Threads: submit(), stats(), set_step_observer() and shutdown() may be called from any thread;
+// everything else runs on the engine thread, which is the only user of the executor while the
+// engine lives. The executor (and the model and backend under it) and the tokenizer must
+// outlive the engine; the engine owns the KV cache.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
-#include <span>
-#include <thread>
 #include <vector>
 
 #include "base/status.h"
@@ -33,6 +41,9 @@ struct ServingOptions {
   int64_t block_size = 16;          // positions per KV block
   size_t max_queue = 256;           // waiting requests at most; beyond that submit() refuses
   bool prefix_caching = true;
+  // Runs first on the engine thread, before any step: per-thread runtime settings that the
+  // creating thread cannot pass on (OpenMP's thread count, set by cpu::cpu_set_threads, is one).
+  std::function<void()> on_engine_thread_start;
 };
 
 // A snapshot for /metrics and logs; counters only grow.
@@ -47,20 +58,29 @@ struct ServingStats {
   int64_t prompt_tokens = 0;        // prompt tokens computed (prefix-cache hits excluded)
   int64_t generated_tokens = 0;
   int64_t steps = 0;
-  double step_seconds = 0;          // summed over steps
+  double step_seconds = 0;          // Executor::step time, summed over steps
+  // Engine-thread time outside Executor::step in steps that ran (scheduling, sampling,
+  // detokenising, events), summed: its ratio to step_seconds is the engine's own overhead.
+  double engine_seconds = 0;
+  int64_t kv_blocks_cached = 0;     // unreferenced blocks kept for prefix hits
+  int64_t requests_finished = 0;    // ended with kFinished
+  int64_t requests_failed = 0;      // ended with kError (including cancelled and shut down)
 };
 
 class ServingEngine {
  public:
   // `eos_ids`: the model's end tokens (tokenizer and generation config). Starts the engine thread.
-  static Expected<std::unique_ptr<ServingEngine>> create(runtime::Executor& executor, runtime::Backend& backend,
-                                                         const Tokenizer& tokenizer, std::vector<int32_t> eos_ids,
-                                                         const ServingOptions& options);
+  // Options are checked here: kInvalidArgument when max_batch_tokens exceeds the engine file's
+  // limit or the KV pool would not hold one block. Runs one one-token step to learn the model's
+  // vocabulary.
+  static Expected<std::unique_ptr<ServingEngine>> create(runtime::Executor& executor, const Tokenizer& tokenizer,
+                                                         std::vector<int32_t> eos_ids, const ServingOptions& options);
   ~ServingEngine();  // shutdown(0) if still running
 
-  // Admits a request. Errors: kInvalidArgument when the prompt (plus max_tokens) exceeds the
-  // engine's max sequence length or could never fit in the KV cache; kResourceExhausted when the
-  // wait queue is full or the engine is shutting down.
+  // Admits a request. Errors: kInvalidArgument when prompt + max_tokens exceeds the engine's max
+  // sequence length or could never fit in the KV cache (or the request is malformed:
+  // no prompt, a token outside the vocabulary, n < 1, parameters that fail validate());
+  // kResourceExhausted when max_queue requests are waiting already or the engine is shutting down.
   Expected<std::shared_ptr<ResponseStream>> submit(GenerationRequest request);
 
   ServingStats stats() const;
@@ -74,6 +94,13 @@ class ServingEngine {
 
   int64_t max_seq_len() const;
   int64_t vocab_size() const;
+  // The options in force: zeros resolved, max_num_seqs at most max_batch_tokens.
+  const ServingOptions& options() const;
+
+ private:
+  struct Impl;
+  explicit ServingEngine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace kiln::llm

@@ -1,0 +1,289 @@
+// Convolution and pooling over any number of spatial dimensions.
+//   Conv:          x [N, C, D...], w [M, C/group, k...], b [M] -> y [N, M, O...]
+//   ConvTranspose: x [N, C, D...], w [C, M/group, k...], b [M] -> y [N, M, O...]
+//   MaxPool / AveragePool: x [N, C, D...] -> y [N, C, O...] (+ MaxPool's flat argmax indices)
+//   GlobalAveragePool / GlobalMaxPool: x [N, C, D...] -> [N, C, 1...]
+// O follows ONNX's rules for pads, strides, dilations, auto_pad and ceil_mode (window_geometry()).
+// Direct loops in f64: correct for every attribute combination; an im2col + GEMM fast path for
+// the common 2-D case is the next step for real models.
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/tensor_kernel.h"
+
+namespace kiln::cpu {
+namespace {
+
+using ir::DType;
+using ir::Shape;
+using ir::Tensor;
+
+struct Window {
+  std::vector<int64_t> in, kernel, strides, dilations, pad_begin, pad_end, out;
+};
+
+std::vector<int64_t> ints_or(const ir::Node& n, const char* key, size_t count, int64_t fallback) {
+  std::vector<int64_t> v = n.attr_ints(key);
+  if (v.empty()) v.assign(count, fallback);
+  return v;
+}
+
+// Output size and padding of a sliding window over the spatial dims `in` (Conv and pooling).
+Expected<Window> window_geometry(const ir::Node& n, const Shape& in, const std::vector<int64_t>& kernel, bool pool) {
+  const size_t d = in.size();
+  Window w;
+  w.in = in;
+  w.kernel = kernel;
+  w.strides = ints_or(n, "strides", d, 1);
+  w.dilations = ints_or(n, "dilations", d, 1);
+  std::vector<int64_t> pads = ints_or(n, "pads", 2 * d, 0);
+  if (w.kernel.size() != d || w.strides.size() != d || w.dilations.size() != d || pads.size() != 2 * d) {
+    return tensor_error(n, "kernel_shape, strides, dilations or pads do not match the " + std::to_string(d) + " spatial dims");
+  }
+  const std::string auto_pad = n.attr_str("auto_pad", "NOTSET");
+  const bool ceil_mode = n.attr_int("ceil_mode", 0) != 0;
+  for (size_t i = 0; i < d; ++i) {
+    const int64_t ext = (w.kernel[i] - 1) * w.dilations[i] + 1, s = w.strides[i];
+    int64_t pb = pads[i], pe = pads[i + d], o;
+    if (auto_pad == "VALID") {
+      pb = pe = 0;
+      o = (in[i] - ext) / s + 1;
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      o = (in[i] + s - 1) / s;
+      const int64_t total = std::max<int64_t>(0, (o - 1) * s + ext - in[i]);
+      pb = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pe = total - pb;
+    } else {
+      const int64_t span = in[i] + pb + pe - ext;
+      o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+      if (pool && ceil_mode && (o - 1) * s >= in[i] + pb) --o;
+    }
+    if (o < 0) return tensor_error(n, "the window is larger than the padded input");
+    w.pad_begin.push_back(pb);
+    w.pad_end.push_back(pe);
+    w.out.push_back(o);
+  }
+  return w;
+}
+
+template <typename F>
+void for_each_pos(const std::vector<int64_t>& dims, F f) {
+  const int64_t n = ir::shape_numel(dims);
+  std::vector<int64_t> idx(dims.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    f(idx, i);
+    for (size_t d = dims.size(); d-- > 0;) {
+      if (++idx[d] < dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+Status conv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  const Tensor &x = *in[0], &wt = *in[1];
+  if (x.rank() < 3 || wt.rank() != x.rank()) return tensor_error(n, "x and w must be [N, C, D...] and [M, C/g, k...]");
+  const int64_t N = x.shape()[0], C = x.shape()[1], M = wt.shape()[0], group = n.attr_int("group", 1);
+  const Shape spatial(x.shape().begin() + 2, x.shape().end());
+  const std::vector<int64_t> kernel(wt.shape().begin() + 2, wt.shape().end());
+  if (C % group || M % group || wt.shape()[1] != C / group) {
+    return tensor_error(n, "channels " + std::to_string(C) + " / weight " + ir::shape_to_string(wt.shape()) +
+                               " do not fit group " + std::to_string(group));
+  }
+  KILN_ASSIGN_OR_RETURN(Window g, window_geometry(n, spatial, kernel, false));
+  Shape shape = {N, M};
+  shape.insert(shape.end(), g.out.begin(), g.out.end());
+  const std::vector<double> xv = ir::tensor_to_f64(x), wv = ir::tensor_to_f64(wt);
+  const int64_t cg = C / group, mg = M / group, in_sp = ir::shape_numel(spatial), k_sp = ir::shape_numel(kernel);
+  const int64_t out_sp = ir::shape_numel(g.out);
+  const std::vector<int64_t> xs = tensor_strides(spatial);
+  // For each (output position, kernel position), the input offset within a channel, or -1 in padding.
+  std::vector<int64_t> taps(static_cast<size_t>(out_sp * k_sp));
+  for_each_pos(g.out, [&](const std::vector<int64_t>& o, int64_t oi) {
+    for_each_pos(kernel, [&](const std::vector<int64_t>& k, int64_t ki) {
+      int64_t off = 0;
+      for (size_t d = 0; d < o.size() && off >= 0; ++d) {
+        const int64_t p = o[d] * g.strides[d] - g.pad_begin[d] + k[d] * g.dilations[d];
+        off = (p < 0 || p >= spatial[d]) ? -1 : off + p * xs[d];
+      }
+      taps[static_cast<size_t>(oi * k_sp + ki)] = off;
+    });
+  });
+  std::vector<double> y(static_cast<size_t>(N * M * out_sp), 0.0);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < N; ++b) {
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t gi = m / mg;
+      const double bias = in.size() > 2 && in[2] != nullptr ? ir::tensor_get_f64(*in[2], m) : 0.0;
+      double* yo = y.data() + (b * M + m) * out_sp;
+      for (int64_t oi = 0; oi < out_sp; ++oi) {
+        double s = bias;
+        for (int64_t c = 0; c < cg; ++c) {
+          const double* xc = xv.data() + (b * C + gi * cg + c) * in_sp;
+          const double* wc = wv.data() + (m * cg + c) * k_sp;
+          const int64_t* t = taps.data() + oi * k_sp;
+          for (int64_t ki = 0; ki < k_sp; ++ki) {
+            if (t[ki] >= 0) s += xc[t[ki]] * wc[ki];
+          }
+        }
+        yo[oi] = s;
+      }
+    }
+  }
+  Tensor yt(x.dtype(), shape);
+  for (size_t i = 0; i < y.size(); ++i) ir::tensor_set_f64(yt, static_cast<int64_t>(i), y[i]);
+  out[0] = std::move(yt);
+  return Status::ok();
+}
+
+Status conv_transpose(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  const Tensor &x = *in[0], &wt = *in[1];
+  if (x.rank() < 3 || wt.rank() != x.rank()) return tensor_error(n, "x and w must be [N, C, D...] and [C, M/g, k...]");
+  const int64_t N = x.shape()[0], C = x.shape()[1], group = n.attr_int("group", 1);
+  if (wt.shape()[0] != C || C % group) return tensor_error(n, "weight does not match the input channels");
+  const int64_t mg = wt.shape()[1], M = mg * group, cg = C / group;
+  const Shape spatial(x.shape().begin() + 2, x.shape().end());
+  const size_t d = spatial.size();
+  std::vector<int64_t> kernel(wt.shape().begin() + 2, wt.shape().end());
+  const std::vector<int64_t> strides = ints_or(n, "strides", d, 1), dil = ints_or(n, "dilations", d, 1),
+                             outpad = ints_or(n, "output_padding", d, 0), out_shape_attr = n.attr_ints("output_shape");
+  std::vector<int64_t> pads = ints_or(n, "pads", 2 * d, 0);
+  const std::string auto_pad = n.attr_str("auto_pad", "NOTSET");
+  std::vector<int64_t> osz(d);
+  for (size_t i = 0; i < d; ++i) {
+    const int64_t ext = (kernel[i] - 1) * dil[i] + 1;
+    const int64_t full = strides[i] * (spatial[i] - 1) + outpad[i] + ext;
+    if (!out_shape_attr.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t target = !out_shape_attr.empty() ? out_shape_attr[out_shape_attr.size() - d + i] : spatial[i] * strides[i];
+      const int64_t total = std::max<int64_t>(0, full - target);
+      const bool upper = auto_pad != "SAME_LOWER";
+      pads[i] = upper ? total / 2 : total - total / 2;
+      pads[i + d] = total - pads[i];
+      osz[i] = target;
+    } else {
+      if (auto_pad == "VALID") pads[i] = pads[i + d] = 0;
+      osz[i] = full - pads[i] - pads[i + d];
+    }
+  }
+  Shape shape = {N, M};
+  shape.insert(shape.end(), osz.begin(), osz.end());
+  const std::vector<double> xv = ir::tensor_to_f64(x), wv = ir::tensor_to_f64(wt);
+  const int64_t in_sp = ir::shape_numel(spatial), k_sp = ir::shape_numel(kernel), out_sp = ir::shape_numel(osz);
+  const std::vector<int64_t> os = tensor_strides(osz);
+  std::vector<double> y(static_cast<size_t>(N * M * out_sp), 0.0);
+  for (int64_t b = 0; b < N; ++b) {
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t gi = c / cg;
+      for_each_pos(spatial, [&](const std::vector<int64_t>& p, int64_t pi) {
+        const double xval = xv[static_cast<size_t>((b * C + c) * in_sp + pi)];
+        for_each_pos(kernel, [&](const std::vector<int64_t>& k, int64_t ki) {
+          int64_t off = 0;
+          for (size_t i = 0; i < d && off >= 0; ++i) {
+            const int64_t q = p[i] * strides[i] + k[i] * dil[i] - pads[i];
+            off = (q < 0 || q >= osz[i]) ? -1 : off + q * os[i];
+          }
+          if (off < 0) return;
+          for (int64_t m = 0; m < mg; ++m) {
+            y[static_cast<size_t>((b * M + gi * mg + m) * out_sp + off)] +=
+                xval * wv[static_cast<size_t>((c * mg + m) * k_sp + ki)];
+          }
+        });
+      });
+    }
+  }
+  Tensor yt(x.dtype(), shape);
+  for (int64_t i = 0; i < yt.numel(); ++i) {
+    const int64_t m = (i / out_sp) % M;
+    const double bias = in.size() > 2 && in[2] != nullptr ? ir::tensor_get_f64(*in[2], m) : 0.0;
+    ir::tensor_set_f64(yt, i, y[static_cast<size_t>(i)] + bias);
+  }
+  out[0] = std::move(yt);
+  return Status::ok();
+}
+
+Status pool(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  const Tensor& x = *in[0];
+  if (x.rank() < 3) return tensor_error(n, "needs [N, C, D...]");
+  const bool global = n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool";
+  const bool is_max = n.op == "MaxPool" || n.op == "GlobalMaxPool";
+  const Shape spatial(x.shape().begin() + 2, x.shape().end());
+  Window g;
+  if (global) {
+    g.in = spatial;
+    g.kernel = spatial;
+    g.strides.assign(spatial.size(), 1);
+    g.dilations.assign(spatial.size(), 1);
+    g.pad_begin.assign(spatial.size(), 0);
+    g.pad_end.assign(spatial.size(), 0);
+    g.out.assign(spatial.size(), 1);
+  } else {
+    const std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
+    if (kernel.size() != spatial.size()) return tensor_error(n, "kernel_shape does not match the spatial dims");
+    KILN_ASSIGN_OR_RETURN(g, window_geometry(n, spatial, kernel, true));
+  }
+  const int64_t NC = x.shape()[0] * x.shape()[1], in_sp = ir::shape_numel(spatial), out_sp = ir::shape_numel(g.out);
+  Shape shape = {x.shape()[0], x.shape()[1]};
+  shape.insert(shape.end(), g.out.begin(), g.out.end());
+  Tensor y(x.dtype(), shape), idx(DType::kI64, shape);
+  const std::vector<double> xv = ir::tensor_to_f64(x);
+  const std::vector<int64_t> xs = tensor_strides(spatial);
+  const bool include_pad = n.attr_int("count_include_pad", 0) != 0;
+  // MaxPool's indices count within [N, C, D...] in row-major order, or with the spatial dims in
+  // column-major order when storage_order is 1.
+  std::vector<int64_t> index_strides = xs;
+  if (n.attr_int("storage_order", 0) != 0) {
+    int64_t s = 1;
+    for (size_t d = 0; d < spatial.size(); ++d) {
+      index_strides[d] = s;
+      s *= spatial[d];
+    }
+  }
+  for (int64_t nc = 0; nc < NC; ++nc) {
+    for_each_pos(g.out, [&](const std::vector<int64_t>& o, int64_t oi) {
+      double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+      int64_t count = 0, best = -1, padded = 0;
+      for_each_pos(g.kernel, [&](const std::vector<int64_t>& k, int64_t) {
+        int64_t off = 0, index_off = 0;
+        bool inside = true, in_padded = true;
+        for (size_t d = 0; d < o.size(); ++d) {
+          const int64_t p = o[d] * g.strides[d] - g.pad_begin[d] + k[d] * g.dilations[d];
+          if (p < 0 || p >= spatial[d]) inside = false;
+          if (p < -g.pad_begin[d] || p >= spatial[d] + g.pad_end[d]) in_padded = false;
+          off += p * xs[d];
+          index_off += p * index_strides[d];
+        }
+        if (in_padded) ++padded;
+        if (!inside) return;
+        const double v = xv[static_cast<size_t>(nc * in_sp + off)];
+        ++count;
+        if (is_max) {
+          if (v > acc || best < 0) {
+            acc = v;
+            best = nc * in_sp + index_off;
+          }
+        } else {
+          acc += v;
+        }
+      });
+      const int64_t dst = nc * out_sp + oi;
+      if (is_max) {
+        ir::tensor_set_f64(y, dst, acc);
+        idx.mutable_data<int64_t>()[dst] = best;
+      } else {
+        ir::tensor_set_f64(y, dst, acc / static_cast<double>(include_pad ? padded : std::max<int64_t>(count, 1)));
+      }
+    });
+  }
+  out[0] = std::move(y);
+  if (out.size() > 1) out[1] = std::move(idx);
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_tensor_conv_kernels(TensorKernelTable& table) {
+  table["Conv"] = conv;
+  table["ConvTranspose"] = conv_transpose;
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}) table[op] = pool;
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,121 @@
+#include "backends/cpu/tensor_graph_runner.h"
+
+#include <cstring>
+
+namespace kiln::cpu {
+
+Expected<ir::Tensor> tensor_from_stored_weight(const std::string& name, const ir::WeightEntry& entry) {
+  if (entry.stored.size() != entry.stored_bytes()) {
+    return invalid_argument("weight '" + name + "' holds " + std::to_string(entry.stored.size()) + " bytes, not " +
+                            std::to_string(entry.stored_bytes()));
+  }
+  if (entry.dtype != ir::DType::kF32 || entry.format == ir::WeightFormat::kF32) {
+    return ir::Tensor::view(entry.dtype, entry.shape, entry.stored);
+  }
+  ir::Tensor t(ir::DType::kF32, entry.shape);
+  const int64_t cols = entry.cols();
+  const size_t row_bytes = ir::weight_format_row_bytes(entry.format, cols);
+  if (ir::weight_format_is_panel(entry.format)) {
+    return invalid_argument("weight '" + name + "' is stored in a panel layout, which general graphs do not read");
+  }
+  for (int64_t r = 0; r < entry.rows(); ++r) {
+    ir::weight_dequantize_row(entry.format, entry.stored.data() + static_cast<size_t>(r) * row_bytes, cols,
+                              t.mutable_data<float>() + r * cols);
+  }
+  return t;
+}
+
+Expected<std::unique_ptr<TensorGraphRunner>> TensorGraphRunner::create(const ir::Graph& graph) {
+  std::unique_ptr<TensorGraphRunner> runner(new TensorGraphRunner(graph));
+  for (const auto& node : graph.nodes()) {
+    if (tensor_kernel(node.op) == nullptr) {
+      return unimplemented("node '" + node.name + "' (" + node.op + "): no CPU kernel for general graphs");
+    }
+    for (ir::ValueId in : node.inputs) {
+      if (in == ir::kNoValue || !graph.value(in).is_weight || runner->weights_.count(in)) continue;
+      const std::string& name = graph.value(in).name;
+      KILN_ASSIGN_OR_RETURN(runner->weights_[in], tensor_from_stored_weight(name, graph.weights().at(name)));
+    }
+  }
+  runner->last_use_.assign(graph.values().size(), 0);
+  for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    for (ir::ValueId in : graph.nodes()[i].inputs) {
+      if (in != ir::kNoValue) runner->last_use_[static_cast<size_t>(in)] = i;
+    }
+  }
+  for (ir::ValueId out : graph.outputs()) runner->last_use_[static_cast<size_t>(out)] = graph.nodes().size();
+  return runner;
+}
+
+Status TensorGraphRunner::check_inputs(const std::map<std::string, ir::Tensor>& inputs) const {
+  std::map<int64_t, int64_t> bound;  // named symbol -> size
+  for (ir::ValueId id : graph_.inputs()) {
+    const ir::Value& v = graph_.value(id);
+    auto it = inputs.find(v.name);
+    if (it == inputs.end()) return invalid_argument("missing input '" + v.name + "'");
+    const ir::Tensor& t = it->second;
+    if (t.dtype() != v.dtype) {
+      return invalid_argument("input '" + v.name + "' is " + std::string(ir::dtype_name(t.dtype())) + ", the model takes " +
+                              std::string(ir::dtype_name(v.dtype)));
+    }
+    if (!v.shape_known) continue;
+    if (t.rank() != static_cast<int64_t>(v.shape.size())) {
+      return invalid_argument("input '" + v.name + "' has shape " + ir::shape_to_string(t.shape()) + ", the model takes " +
+                              graph_.shape_str(v));
+    }
+    for (size_t d = 0; d < v.shape.size(); ++d) {
+      const int64_t want = v.shape[d], got = t.shape()[d];
+      if (want >= 0 && want != got) {
+        return invalid_argument("input '" + v.name + "' has shape " + ir::shape_to_string(t.shape()) +
+                                ", the model takes " + graph_.shape_str(v));
+      }
+      if (want <= ir::kFirstNamedDim) {
+        auto [b, fresh] = bound.emplace(want, got);
+        if (!fresh && b->second != got) {
+          return invalid_argument("input '" + v.name + "': dimension '" + graph_.dim_str(want) + "' is " +
+                                  std::to_string(got) + " here but " + std::to_string(b->second) + " in another input");
+        }
+      }
+    }
+  }
+  for (const auto& [name, t] : inputs) {
+    bool known = false;
+    for (ir::ValueId id : graph_.inputs()) known = known || graph_.value(id).name == name;
+    if (!known) return invalid_argument("the model has no input named '" + name + "'");
+  }
+  return Status::ok();
+}
+
+Expected<std::vector<std::pair<std::string, ir::Tensor>>> TensorGraphRunner::run(
+    const std::map<std::string, ir::Tensor>& inputs) {
+  KILN_RETURN_IF_ERROR(check_inputs(inputs));
+  std::vector<ir::Tensor> live(graph_.values().size());
+  for (ir::ValueId id : graph_.inputs()) live[static_cast<size_t>(id)] = inputs.at(graph_.value(id).name);
+  for (const auto& [id, t] : weights_) live[static_cast<size_t>(id)] = t;
+  std::vector<ir::Tensor> outs;
+  TensorInputs args;
+  for (size_t i = 0; i < graph_.nodes().size(); ++i) {
+    const ir::Node& node = graph_.nodes()[i];
+    args.clear();
+    for (ir::ValueId in : node.inputs) args.push_back(in == ir::kNoValue ? nullptr : &live[static_cast<size_t>(in)]);
+    KILN_RETURN_IF_ERROR(tensor_run_node(node, args, outs));
+    for (size_t k = 0; k < node.outputs.size(); ++k) live[static_cast<size_t>(node.outputs[k])] = std::move(outs[k]);
+    for (ir::ValueId in : node.inputs) {
+      if (in != ir::kNoValue && last_use_[static_cast<size_t>(in)] == i && !graph_.value(in).is_weight) {
+        live[static_cast<size_t>(in)] = ir::Tensor();
+      }
+    }
+  }
+  std::vector<std::pair<std::string, ir::Tensor>> result;
+  for (ir::ValueId id : graph_.outputs()) result.emplace_back(graph_.value(id).name, live[static_cast<size_t>(id)]);
+  return result;
+}
+
+Expected<std::vector<ir::Tensor>> CpuNodeEvaluator::evaluate(const ir::Node& node,
+                                                              const std::vector<const ir::Tensor*>& inputs) {
+  std::vector<ir::Tensor> outs;
+  KILN_RETURN_IF_ERROR(tensor_run_node(node, inputs, outs));
+  return outs;
+}
+
+}  // namespace kiln::cpu

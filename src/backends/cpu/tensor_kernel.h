@@ -1,0 +1,49 @@
+// CPU kernels of the general tensor ops (ir/tensor_ops.h), one family per file (tensor_*.cpp).
+// A kernel reads the node's attributes and its input tensors, whose concrete shapes it checks
+// (errors name the node), and returns freshly made output tensors: it never writes its inputs.
+// Absent optional inputs are nullptr. Float math runs in double and is rounded to the output's
+// dtype; integer math runs in int64.
+//
+// Ownership: inputs belong to the caller for the length of the call; outputs belong to the
+// caller afterwards (they may share storage with an input, as Reshape's does).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "ir/graph.h"
+#include "ir/tensor.h"
+
+namespace kiln::cpu {
+
+using TensorInputs = std::vector<const ir::Tensor*>;
+using TensorKernel = Status (*)(const ir::Node& node, const TensorInputs& in, std::vector<ir::Tensor>& out);
+using TensorKernelTable = std::map<std::string, TensorKernel>;
+
+// The kernel for tensor op `op`, or nullptr.
+TensorKernel tensor_kernel(const std::string& op);
+
+// Runs `node` on `in`; the outputs replace `out`.
+Status tensor_run_node(const ir::Node& node, const TensorInputs& in, std::vector<ir::Tensor>& out);
+
+// Shared helpers of the kernel files.
+Status tensor_error(const ir::Node& node, const std::string& what);
+// Axis `axis` (negative counts from the back) of a rank-`rank` tensor, or an error.
+Expected<int64_t> tensor_axis(const ir::Node& node, int64_t axis, int64_t rank);
+// Row-major strides of `shape`.
+std::vector<int64_t> tensor_strides(const ir::Shape& shape);
+// NumPy broadcasting of `shapes`, or an error naming the node.
+Expected<ir::Shape> tensor_broadcast_shape(const ir::Node& node, const std::vector<ir::Shape>& shapes);
+// For each element of `out_shape`, the offset of the broadcast element of `in_shape`.
+std::vector<int64_t> tensor_broadcast_offsets(const ir::Shape& in_shape, const ir::Shape& out_shape);
+
+void register_tensor_elementwise_kernels(TensorKernelTable& table);
+void register_tensor_reduce_kernels(TensorKernelTable& table);
+void register_tensor_layout_kernels(TensorKernelTable& table);
+void register_tensor_linear_kernels(TensorKernelTable& table);
+void register_tensor_conv_kernels(TensorKernelTable& table);
+void register_tensor_norm_kernels(TensorKernelTable& table);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,161 @@
+// Normalisation kernels of general graphs (f64 statistics).
+//   BatchNormalization (inference): y = scale[c] * (x - mean[c]) / sqrt(var[c] + eps) + bias[c], x [N, C, ...]
+//   InstanceNormalization: the same with mean / var of each (n, c) over the spatial dims.
+//   LayerNormalization: x viewed as [outer, inner] at `axis`; y = (x - mean) / sqrt(var + eps) * scale + bias,
+//                       scale / bias broadcast to x's trailing dims; optional outputs mean, 1/std [outer dims, 1...].
+//   LRN: y = x / (bias + alpha / size * sum of x^2 over a window of channels)^beta.
+//   MeanVarianceNormalization: (x - mean) / sqrt(var) over `axes` (default 0, 2, 3).
+#include <cmath>
+
+#include "backends/cpu/tensor_kernel.h"
+
+namespace kiln::cpu {
+namespace {
+
+using ir::Shape;
+using ir::Tensor;
+
+Status batch_norm(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  const Tensor& x = *in[0];
+  if (x.rank() < 2) return tensor_error(n, "needs [N, C, ...]");
+  const int64_t C = x.shape()[1], inner = x.numel() / std::max<int64_t>(x.shape()[0] * C, 1);
+  for (size_t i = 1; i < 5; ++i) {
+    if (in[i]->numel() != C) return tensor_error(n, "parameter " + std::to_string(i) + " does not have C elements");
+  }
+  const double eps = n.attr_float("epsilon", 1e-5);
+  Tensor y(x.dtype(), x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const int64_t c = (i / inner) % C;
+    const double v = (ir::tensor_get_f64(x, i) - ir::tensor_get_f64(*in[3], c)) /
+                     std::sqrt(ir::tensor_get_f64(*in[4], c) + eps);
+    ir::tensor_set_f64(y, i, ir::tensor_get_f64(*in[1], c) * v + ir::tensor_get_f64(*in[2], c));
+  }
+  out[0] = std::move(y);
+  return Status::ok();
+}
+
+// Normalises each of `groups` contiguous runs of `len` elements; scale_at / bias_at give the
+// affine parameters of element (group, j).
+template <typename S, typename B>
+void normalize_runs(const std::vector<double>& x, Tensor& y, int64_t groups, int64_t len, double eps, S scale_at,
+                    B bias_at, std::vector<double>* means, std::vector<double>* inv_stds) {
+  for (int64_t g = 0; g < groups; ++g) {
+    const double* p = x.data() + g * len;
+    double mean = 0.0, var = 0.0;
+    for (int64_t j = 0; j < len; ++j) mean += p[j];
+    mean /= static_cast<double>(len);
+    for (int64_t j = 0; j < len; ++j) var += (p[j] - mean) * (p[j] - mean);
+    var /= static_cast<double>(len);
+    const double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < len; ++j) ir::tensor_set_f64(y, g * len + j, (p[j] - mean) * inv * scale_at(g, j) + bias_at(g, j));
+    if (means) means->push_back(mean);
+    if (inv_stds) inv_stds->push_back(inv);
+  }
+}
+
+Status instance_norm(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  const Tensor& x = *in[0];
+  if (x.rank() < 3) return tensor_error(n, "needs [N, C, D...]");
+  const int64_t C = x.shape()[1], groups = x.shape()[0] * C, len = x.numel() / std::max<int64_t>(groups, 1);
+  Tensor y(x.dtype(), x.shape());
+  normalize_runs(ir::tensor_to_f64(x), y, groups, len, n.attr_float("epsilon", 1e-5),
+                 [&](int64_t g, int64_t) { return ir::tensor_get_f64(*in[1], g % C); },
+                 [&](int64_t g, int64_t) { return ir::tensor_get_f64(*in[2], g % C); }, nullptr, nullptr);
+  out[0] = std::move(y);
+  return Status::ok();
+}
+
+Status layer_norm(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  const Tensor& x = *in[0];
+  KILN_ASSIGN_OR_RETURN(int64_t axis, tensor_axis(n, n.attr_int("axis", -1), x.rank()));
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= x.shape()[static_cast<size_t>(d)];
+  const int64_t len = x.numel() / std::max<int64_t>(outer, 1);
+  const Shape tail(x.shape().begin() + axis, x.shape().end());
+  const Tensor* scale = in[1];
+  const Tensor* bias = in.size() > 2 ? in[2] : nullptr;
+  KILN_ASSIGN_OR_RETURN(Shape s, tensor_broadcast_shape(n, {scale->shape(), tail}));
+  if (s != tail) return tensor_error(n, "scale does not broadcast to the normalised dims");
+  const std::vector<int64_t> so = tensor_broadcast_offsets(scale->shape(), tail);
+  std::vector<int64_t> bo;
+  if (bias != nullptr) bo = tensor_broadcast_offsets(bias->shape(), tail);
+  Tensor y(x.dtype(), x.shape());
+  std::vector<double> means, inv_stds;
+  normalize_runs(ir::tensor_to_f64(x), y, outer, len, n.attr_float("epsilon", 1e-5),
+                 [&](int64_t, int64_t j) { return ir::tensor_get_f64(*scale, so[static_cast<size_t>(j)]); },
+                 [&](int64_t, int64_t j) { return bias ? ir::tensor_get_f64(*bias, bo[static_cast<size_t>(j)]) : 0.0; },
+                 &means, &inv_stds);
+  out[0] = std::move(y);
+  Shape stat_shape(x.shape().begin(), x.shape().begin() + axis);
+  stat_shape.resize(x.shape().size(), 1);
+  for (size_t k = 1; k < out.size(); ++k) {
+    Tensor t(ir::DType::kF32, stat_shape);
+    const auto& src = k == 1 ? means : inv_stds;
+    for (size_t i = 0; i < src.size(); ++i) t.mutable_data<float>()[i] = static_cast<float>(src[i]);
+    out[k] = std::move(t);
+  }
+  return Status::ok();
+}
+
+Status lrn(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  const Tensor& x = *in[0];
+  if (x.rank() < 3) return tensor_error(n, "needs [N, C, D...]");
+  const int64_t size = n.attr_int("size", 0);
+  if (size < 1) return tensor_error(n, "attribute 'size' must be positive");
+  const double alpha = n.attr_float("alpha", 1e-4), beta = n.attr_float("beta", 0.75), bias = n.attr_float("bias", 1.0);
+  const int64_t C = x.shape()[1], inner = x.numel() / (x.shape()[0] * C);
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  const std::vector<double> xv = ir::tensor_to_f64(x);
+  Tensor y(x.dtype(), x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const int64_t c = (i / inner) % C, base = i - c * inner;
+    double sum = 0.0;
+    for (int64_t k = std::max<int64_t>(0, c - before); k <= std::min(C - 1, c + after); ++k) {
+      const double v = xv[static_cast<size_t>(base + k * inner)];
+      sum += v * v;
+    }
+    ir::tensor_set_f64(y, i, xv[static_cast<size_t>(i)] / std::pow(bias + alpha / static_cast<double>(size) * sum, beta));
+  }
+  out[0] = std::move(y);
+  return Status::ok();
+}
+
+Status mvn(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  const Tensor& x = *in[0];
+  std::vector<int64_t> axes = n.attr_ints("axes");
+  if (axes.empty()) axes = {0, 2, 3};
+  Shape kept = x.shape();
+  for (int64_t a : axes) {
+    KILN_ASSIGN_OR_RETURN(int64_t axis, tensor_axis(n, a, x.rank()));
+    kept[static_cast<size_t>(axis)] = 1;
+  }
+  const std::vector<int64_t> to = tensor_broadcast_offsets(kept, x.shape());
+  const std::vector<double> xv = ir::tensor_to_f64(x);
+  const int64_t groups = ir::shape_numel(kept);
+  std::vector<double> sum(static_cast<size_t>(groups), 0.0), sq(static_cast<size_t>(groups), 0.0);
+  const double per = static_cast<double>(x.numel()) / static_cast<double>(groups);
+  for (size_t i = 0; i < xv.size(); ++i) sum[static_cast<size_t>(to[i])] += xv[i];
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const double d = xv[i] - sum[static_cast<size_t>(to[i])] / per;
+    sq[static_cast<size_t>(to[i])] += d * d;
+  }
+  Tensor y(x.dtype(), x.shape());
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const auto g = static_cast<size_t>(to[i]);
+    ir::tensor_set_f64(y, static_cast<int64_t>(i), (xv[i] - sum[g] / per) / (std::sqrt(sq[g] / per) + 1e-9));
+  }
+  out[0] = std::move(y);
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_tensor_norm_kernels(TensorKernelTable& table) {
+  table["BatchNormalization"] = batch_norm;
+  table["InstanceNormalization"] = instance_norm;
+  table["LayerNormalization"] = layer_norm;
+  table["LRN"] = lrn;
+  table["MeanVarianceNormalization"] = mvn;
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,247 @@
+// kiln serve [ENGINE] [--host H] [--port P] [--api-key KEY | --api-key-file F] [...]
+// The HTTP server: OpenAI- and KServe-compatible endpoints over one continuously batched
+// ServingEngine. With no ENGINE it compiles the bundled demo model once (cached beside the
+// binary, rebuilt when the cached file fails to load or the model is newer) and serves it.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "backends/cpu/cpu_tuner.h"
+#include "cli/commands.h"
+#include "engine/engine_builder.h"
+#include "llm/serving/engine.h"
+#include "server/api_service.h"
+#include "server/http_server.h"
+#include "server/served_model.h"
+#include "server/server_metrics.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ServeArgs {
+  std::string engine, host = "127.0.0.1", api_key, api_key_file, served_model_name, kv_cache_memory, chat_template;
+  int port = 8000, threads = 0;
+  int64_t max_num_seqs = 64, max_batch_tokens = 0, max_queue = 256;
+  bool log_prompts = false, no_prefix_caching = false;
+  double shutdown_grace = 30, request_timeout = 30;
+  size_t max_body_bytes = 4u << 20;
+};
+
+// "512MiB", "1GiB", "64MB", "1048576".
+Expected<uint64_t> parse_size(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+      {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}};
+  if (used > 0 && v > 0) {
+    for (const auto& [name, scale] : kUnits) {
+      if (unit == name) return static_cast<uint64_t>(v * scale);
+    }
+  }
+  return invalid_argument("--kv-cache-memory '" + text + "' is not a size (e.g. 512MiB, 2GiB)");
+}
+
+fs::path binary_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path() : exe.parent_path();
+}
+
+// The demo model's directory: beside the source tree the binary was built from.
+Expected<fs::path> demo_model_dir() {
+  std::vector<fs::path> candidates = {fs::path(KILN_DEMO_MODEL_DIR), binary_dir() / "../../models/demo",
+                                      fs::current_path() / "models/demo"};
+  for (const auto& c : candidates) {
+    if (fs::exists(c / "config.json")) return fs::weakly_canonical(c);
+  }
+  return not_found("no ENGINE given and the demo model (models/demo) was not found; pass an engine file");
+}
+
+fs::file_time_type newest_file(const fs::path& dir) {
+  fs::file_time_type t{};
+  for (const auto& e : fs::directory_iterator(dir)) t = std::max(t, e.last_write_time());
+  return t;
+}
+
+// The cached demo engine, compiled first if absent, stale or unloadable.
+Expected<std::string> demo_engine(int threads) {
+  KILN_ASSIGN_OR_RETURN(fs::path model_dir, demo_model_dir());
+  const fs::path cached = binary_dir() / "demo.kiln";
+  std::error_code ec;
+  if (fs::exists(cached, ec) && fs::last_write_time(cached, ec) >= newest_file(model_dir)) {
+    if (runtime::LoadedModel::load(cached.string())) return cached.string();
+    std::fprintf(stderr, "kiln serve: the cached %s does not load; compiling it again\n", cached.c_str());
+  }
+  std::fprintf(stderr, "kiln serve: compiling the demo model %s into %s (once)\n", model_dir.c_str(), cached.c_str());
+  cpu::cpu_set_threads(threads);
+  cpu::CpuKernelTuner tuner(cpu::isa_active());
+  engine::EngineBuildRequest req;
+  req.model_dir = model_dir.string();
+  req.output_path = cached.string() + ".tmp";
+  req.options.matmul_format = ir::WeightFormat::kBF16;
+  req.options.max_batch_tokens = 512;
+  req.options.autotune = true;
+  engine::EngineBuildHooks hooks;
+  hooks.tuner = &tuner;
+  KILN_RETURN_IF_ERROR(engine::build_engine(req, hooks));
+  fs::rename(req.output_path, cached, ec);
+  if (ec) return io_error("cannot write " + cached.string() + ": " + ec.message());
+  return cached.string();
+}
+
+Expected<std::string> read_text_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(std::string(what) + " '" + path + "' cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int run_serve(ServeArgs a) {
+  // Configuration first: every flag is checked before anything heavy happens.
+  server::ServerConfig config;
+  config.host = a.host;
+  config.port = a.port;
+  config.log_prompts = a.log_prompts;
+  config.shutdown_grace_s = a.shutdown_grace;
+  config.request_timeout_s = a.request_timeout;
+  config.idle_timeout_s = std::max(a.request_timeout, 5.0);
+  config.max_body_bytes = a.max_body_bytes;
+  if (!a.api_key.empty() && !a.api_key_file.empty()) return fail(invalid_argument("give --api-key or --api-key-file, not both"));
+  config.api_key = a.api_key;
+  if (!a.api_key_file.empty()) {
+    auto key = read_text_file(a.api_key_file, "--api-key-file");
+    if (!key) return fail(key.status());
+    std::string k = *key;
+    while (!k.empty() && std::isspace(static_cast<unsigned char>(k.back()))) k.pop_back();
+    if (k.empty()) return fail(invalid_argument("--api-key-file '" + a.api_key_file + "' is empty"));
+    config.api_key = k;
+  }
+  if (Status s = server::validate_server_config(config); !s) return fail(s);
+  llm::ServingOptions options;
+  if (a.max_num_seqs < 1 || a.max_num_seqs > 4096) return fail(invalid_argument("--max-num-seqs must be in [1, 4096]"));
+  if (a.max_batch_tokens < 0) return fail(invalid_argument("--max-batch-tokens must be >= 0 (0: the engine's limit)"));
+  if (a.max_queue < 1) return fail(invalid_argument("--max-queue must be at least 1"));
+  if (a.threads < 0) return fail(invalid_argument("--threads must be >= 0 (0: all cores)"));
+  options.max_num_seqs = a.max_num_seqs;
+  options.max_batch_tokens = a.max_batch_tokens;
+  options.max_queue = static_cast<size_t>(a.max_queue);
+  options.prefix_caching = !a.no_prefix_caching;
+  if (!a.kv_cache_memory.empty()) {
+    auto bytes = parse_size(a.kv_cache_memory);
+    if (!bytes) return fail(bytes.status());
+    options.kv_cache_bytes = *bytes;
+  }
+  std::optional<std::string> chat_template;
+  if (!a.chat_template.empty()) {
+    auto text = read_text_file(a.chat_template, "--chat-template");
+    if (!text) return fail(text.status());
+    chat_template = std::move(*text);
+  }
+
+  std::string engine_path = a.engine;
+  if (engine_path.empty()) {
+    auto p = demo_engine(a.threads);
+    if (!p) return fail(p.status());
+    engine_path = *p;
+  }
+  cpu::cpu_set_threads(a.threads);
+  auto model = runtime::LoadedModel::load(engine_path);
+  if (!model) return fail(model.status());
+  cpu::CpuBackend backend;
+  auto executor = runtime::Executor::create(**model, backend);
+  if (!executor) return fail(executor.status());
+  if (options.max_batch_tokens > (*executor)->max_tokens()) {
+    return fail(invalid_argument("--max-batch-tokens " + std::to_string(options.max_batch_tokens) + " exceeds the engine's " +
+                                 std::to_string((*executor)->max_tokens()) + " (set at kiln build)"));
+  }
+  std::string name = a.served_model_name;
+  if (name.empty()) name = engine_path == a.engine ? fs::path(engine_path).stem().string() : "demo";
+  auto served = server::served_model_from_files((*model)->files(), name, (*model)->facts().max_seq_len,
+                                                (*model)->facts().vocab_size, chat_template);
+  if (!served) return fail(served.status());
+  // OpenMP's thread count is per thread: the engine thread, which runs the steps, sets its own.
+  const int threads = a.threads;
+  options.on_engine_thread_start = [threads] { cpu::cpu_set_threads(threads); };
+  auto engine = llm::ServingEngine::create(**executor, *served->tokenizer, served->eos_ids, options);
+  if (!engine) return fail(engine.status());
+
+  server::ServerMetrics metrics(name);
+  (*engine)->set_step_observer([&metrics](double seconds, int64_t) { metrics.record_step(seconds); });
+  server::ApiService service(*served, **engine, metrics, config);
+  server::HttpServer http(service, config);
+  std::mutex mu;
+  std::condition_variable cv;
+  int signal_seen = 0;
+  http.on_signal([&](int sig) {
+    std::lock_guard lock(mu);
+    signal_seen = sig;
+    cv.notify_all();
+  });
+  if (Status s = http.start(); !s) return fail(s);
+  service.set_ready(true);
+  const std::string base = "http://" + (config.host.find(':') != std::string::npos ? "[" + config.host + "]" : config.host) +
+                           ":" + std::to_string(http.port());
+  std::printf("kiln serve: model '%s' ready on %s (OpenAI /v1, KServe /v2, /metrics)\n", name.c_str(), base.c_str());
+  std::printf("try: curl %s/v1/completions -H 'Content-Type: application/json'%s -d '{\"model\": \"%s\", \"prompt\": \"It is a truth universally\", \"max_tokens\": 32}'\n",
+              base.c_str(), config.api_key.empty() ? "" : " -H \"Authorization: Bearer $KEY\"", name.c_str());
+  std::fflush(stdout);
+
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return signal_seen != 0; });
+  }
+  std::fprintf(stderr, "kiln serve: %s received; finishing running requests (up to %.0f s)\n",
+               signal_seen == SIGINT ? "SIGINT" : "SIGTERM", config.shutdown_grace_s);
+  service.set_ready(false);
+  http.stop_accepting();
+  (*engine)->shutdown(config.shutdown_grace_s);
+  // The engine has pushed every request's last event; let the connections write them.
+  http.wait_idle(5.0);
+  http.stop();
+  std::fprintf(stderr, "kiln serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+CommandFn add_serve_command(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve an engine over HTTP: OpenAI- and KServe-compatible, with /metrics");
+  cmd->add_option("engine", args->engine, "engine file (default: the bundled demo model, compiled once)");
+  cmd->add_option("--host", args->host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->port, "port (0: any free port, printed when ready)")->capture_default_str();
+  cmd->add_option("--api-key", args->api_key, "require 'Authorization: Bearer KEY' (health endpoints stay open)");
+  cmd->add_option("--api-key-file", args->api_key_file, "read the API key from this file");
+  cmd->add_option("--served-model-name", args->served_model_name, "the model name clients use (default: the engine's file name)");
+  cmd->add_option("--max-num-seqs", args->max_num_seqs, "sequences in one step at most")->capture_default_str();
+  cmd->add_option("--max-batch-tokens", args->max_batch_tokens, "tokens in one step at most (0: the engine's limit)");
+  cmd->add_option("--kv-cache-memory", args->kv_cache_memory, "KV cache size, e.g. 512MiB (default: enough for max-num-seqs full sequences, at most 1 GiB)");
+  cmd->add_option("--max-queue", args->max_queue, "waiting requests at most; more get 429")->capture_default_str();
+  cmd->add_option("--threads", args->threads, "compute threads (default: all cores)");
+  cmd->add_option("--chat-template", args->chat_template, "Jinja chat template file, for a model without one");
+  cmd->add_flag("--log-prompts", args->log_prompts, "put prompt text in the access log");
+  cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "do not share KV blocks between requests with a common prefix");
+  cmd->add_option("--shutdown-grace", args->shutdown_grace, "seconds running requests get to finish on SIGTERM/SIGINT")->capture_default_str();
+  cmd->add_option("--request-timeout", args->request_timeout, "seconds a request may take to arrive (and a connection may idle)")->capture_default_str();
+  cmd->add_option("--max-body-bytes", args->max_body_bytes, "largest request body; more gets 413")->capture_default_str();
+  return [args] { return run_serve(*args); };
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,298 @@
+#include "formats/onnx_model.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <onnx/onnx_pb.h>
+
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <set>
+
+#include "formats/onnx_tensor.h"
+#include "formats/onnx_translate.h"
+
+namespace kiln::formats {
+namespace {
+
+std::string domain_name(const std::string& d) { return d.empty() ? "ai.onnx" : d; }
+
+// The declared dtype and shape of a graph input, output or value_info entry.
+Status apply_type(const onnx::ValueInfoProto& info, ir::Graph& graph, ir::ValueId id) {
+  ir::Value& v = graph.value(id);
+  if (!info.has_type()) return Status::ok();
+  if (!info.type().has_tensor_type()) {
+    return unimplemented("value '" + info.name() + "' is not a tensor (sequences, maps and optionals are not supported)");
+  }
+  const auto& tt = info.type().tensor_type();
+  if (tt.elem_type() != 0) {
+    auto dtype = onnx_dtype(tt.elem_type());
+    if (!dtype) return dtype.status().with_context("value '" + info.name() + "'");
+    v.dtype = *dtype;
+  }
+  if (!tt.has_shape()) return Status::ok();
+  std::vector<int64_t> shape;
+  for (const auto& d : tt.shape().dim()) {
+    if (d.has_dim_value()) {
+      if (d.dim_value() < 0) return invalid_argument("value '" + info.name() + "' has a negative dimension");
+      shape.push_back(d.dim_value());
+    } else if (d.has_dim_param() && !d.dim_param().empty()) {
+      shape.push_back(graph.dim_symbol(d.dim_param()));
+    } else {
+      shape.push_back(ir::kUnknownDim);
+    }
+  }
+  graph.value(id).shape = std::move(shape);
+  graph.value(id).shape_known = true;
+  return Status::ok();
+}
+
+Expected<ir::Attr> convert_attr(const onnx::AttributeProto& a) {
+  using A = onnx::AttributeProto;
+  switch (a.type()) {
+    case A::INT: return ir::Attr{static_cast<int64_t>(a.i())};
+    case A::FLOAT: return ir::Attr{static_cast<double>(a.f())};
+    case A::STRING: return ir::Attr{a.s()};
+    case A::INTS: return ir::Attr{std::vector<int64_t>(a.ints().begin(), a.ints().end())};
+    case A::FLOATS: {
+      std::vector<double> v(a.floats().begin(), a.floats().end());
+      return ir::Attr{std::move(v)};
+    }
+    default: return unimplemented("attribute '" + a.name() + "' has a type Kiln does not support");
+  }
+}
+
+class Importer {
+ public:
+  Importer(OnnxImport& out, std::string base_dir) : out_(out), g_(out.graph), base_dir_(std::move(base_dir)) {}
+
+  Status run(const onnx::ModelProto& model) {
+    const onnx::GraphProto& graph = model.graph();
+    // Initializers first: in IR < 4 they are also listed as inputs, and then they are weights.
+    for (const auto& init : graph.initializer()) {
+      auto t = onnx_tensor_decode(init, base_dir_);
+      if (!t) return t.status().with_context("initializer '" + init.name() + "'");
+      add_weight(init.name(), std::move(*t));
+    }
+    for (const auto& input : graph.input()) {
+      if (values_.count(input.name())) continue;
+      ir::ValueId id = g_.add_value(input.name(), ir::DType::kF32, {});
+      values_[input.name()] = id;
+      KILN_RETURN_IF_ERROR(apply_type(input, g_, id));
+      if (!input.type().tensor_type().has_shape()) {
+        return invalid_argument("graph input '" + input.name() + "' has no shape; export it with its shape");
+      }
+      g_.inputs().push_back(id);
+    }
+    for (const auto& info : graph.value_info()) declared_[info.name()] = &info;
+    for (const auto& info : graph.output()) declared_[info.name()] = &info;
+
+    std::set<std::string> node_names;
+    for (int i = 0; i < graph.node_size(); ++i) {
+      const onnx::NodeProto& proto = graph.node(i);
+      std::string name = proto.name().empty() ? proto.op_type() + "_" + std::to_string(i) : proto.name();
+      while (!node_names.insert(name).second) name += "_" + std::to_string(i);
+      KILN_RETURN_IF_ERROR(import_node(proto, name));
+    }
+    for (const auto& output : graph.output()) {
+      auto it = values_.find(output.name());
+      if (it == values_.end()) return invalid_argument("graph output '" + output.name() + "' is never produced");
+      ir::ValueId id = it->second;
+      if (g_.value(id).is_weight || std::count(g_.inputs().begin(), g_.inputs().end(), id)) {
+        // A graph output that is a constant or an input: an Identity node gives it a producer.
+        const std::string copy_name = output.name() + "/output";
+        ir::ValueId copy = g_.add_value(output.name(), g_.value(id).dtype, g_.value(id).shape);
+        ir::Node node;
+        node.op = "Identity";
+        node.name = copy_name;
+        node.inputs = {id};
+        node.outputs = {copy};
+        g_.nodes().push_back(std::move(node));
+        id = copy;
+      }
+      g_.outputs().push_back(id);
+    }
+    return Status::ok();
+  }
+
+ private:
+  void add_weight(const std::string& name, ir::Tensor t) {
+    ir::WeightEntry entry;
+    entry.shape = t.shape();
+    entry.dtype = t.dtype();
+    if (t.dtype() == ir::DType::kF32) {
+      entry.load = [t]() -> Expected<std::vector<float>> {
+        return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+      };
+    } else {
+      entry.load_bytes = [t]() -> Expected<std::vector<std::byte>> {
+        return std::vector<std::byte>(t.bytes(), t.bytes() + t.byte_size());
+      };
+    }
+    values_[name] = g_.add_weight(name, std::move(entry));
+  }
+
+  int64_t opset_of(const std::string& domain) const {
+    auto it = out_.opsets.find(domain_name(domain));
+    return it == out_.opsets.end() ? 0 : it->second;
+  }
+
+  Status import_node(const onnx::NodeProto& proto, const std::string& name) {
+    const std::string domain = domain_name(proto.domain());
+    OnnxNode node;
+    node.op_type = proto.op_type();
+    node.name = name;
+    node.opset = opset_of(proto.domain());
+    auto unsupported = [&](const std::string& reason) {
+      out_.unsupported.push_back({name, proto.op_type(), domain, node.opset, reason});
+      // Later nodes may read this node's outputs: give them values of unknown type.
+      for (const auto& o : proto.output()) {
+        if (!o.empty() && !values_.count(o)) {
+          ir::ValueId id = g_.add_value(o, ir::DType::kF32, {});
+          g_.value(id).shape_known = false;
+          values_[o] = id;
+        }
+      }
+      return Status::ok();
+    };
+    for (const auto& in : proto.input()) {
+      if (in.empty()) {
+        node.inputs.push_back(ir::kNoValue);
+        continue;
+      }
+      auto it = values_.find(in);
+      if (it == values_.end()) {
+        return invalid_argument("node '" + name + "' (" + proto.op_type() + ") reads '" + in +
+                                "', which no earlier node, input or initializer provides");
+      }
+      node.inputs.push_back(it->second);
+    }
+    while (!node.inputs.empty() && node.inputs.back() == ir::kNoValue) node.inputs.pop_back();
+    if (domain != "ai.onnx") return unsupported("domain '" + domain + "' is not supported");
+    if (node.opset > kOnnxMaxOpset) {
+      return unsupported("opset " + std::to_string(node.opset) + " is newer than Kiln supports (up to " +
+                         std::to_string(kOnnxMaxOpset) + ")");
+    }
+    for (const auto& a : proto.attribute()) {
+      if (a.type() == onnx::AttributeProto::TENSOR) {
+        auto t = onnx_tensor_decode(a.t(), base_dir_);
+        if (!t) return unsupported("attribute '" + a.name() + "': " + t.status().message());
+        node.tensor_attrs.emplace(a.name(), std::move(*t));
+        continue;
+      }
+      if (!a.ref_attr_name().empty()) return unsupported("attribute references are only valid inside functions");
+      auto attr = convert_attr(a);
+      if (!attr) return unsupported(attr.status().message());
+      node.attrs[a.name()] = std::move(*attr);
+    }
+    const OnnxTranslator* translate = onnx_translator(proto.op_type());
+    if (translate == nullptr) return unsupported("unsupported op");
+    // Outputs: values typed as declared (value_info / graph outputs) where ONNX says, else found at run time.
+    const ir::DType default_dtype = !node.inputs.empty() && node.inputs[0] != ir::kNoValue
+                                        ? g_.value(node.inputs[0]).dtype
+                                        : ir::DType::kF32;
+    std::vector<std::string> output_names;
+    for (const auto& o : proto.output()) {
+      if (o.empty()) {
+        node.outputs.push_back(ir::kNoValue);
+        continue;
+      }
+      if (values_.count(o)) return invalid_argument("node '" + name + "': value '" + o + "' is produced twice");
+      ir::ValueId id = g_.add_value(o, default_dtype, {});
+      g_.value(id).shape_known = false;
+      if (auto it = declared_.find(o); it != declared_.end()) {
+        Status typed = apply_type(*it->second, g_, id);
+        if (!typed) return unsupported(typed.message());
+      }
+      node.outputs.push_back(id);
+      output_names.push_back(o);
+    }
+    // Unused optional outputs get a value of their own, so that every node output exists.
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      if (node.outputs[i] == ir::kNoValue) {
+        node.outputs[i] = g_.add_value(name + "/unused" + std::to_string(i), default_dtype, {});
+        g_.value(node.outputs[i]).shape_known = false;
+      }
+    }
+    const size_t nodes_before = g_.nodes().size();
+    OnnxEmitter emitter(g_);
+    Status st = (*translate)(node, emitter);
+    if (!st) {
+      g_.nodes().resize(nodes_before);
+      std::string reason = st.message();
+      // The translator's message starts with "node 'N' (Op): "; the list entry names the node already.
+      if (const size_t p = reason.find("): "); p != std::string::npos && reason.rfind("node '", 0) == 0) {
+        reason = reason.substr(p + 3);
+      }
+      for (size_t i = 0; i < output_names.size(); ++i) values_[output_names[i]] = node.outputs[i];
+      out_.unsupported.push_back({name, proto.op_type(), domain, node.opset, reason});
+      return Status::ok();
+    }
+    size_t k = 0;
+    for (const auto& o : proto.output()) {
+      if (!o.empty()) values_[o] = node.outputs[k];
+      ++k;
+    }
+    return Status::ok();
+  }
+
+  OnnxImport& out_;
+  ir::Graph& g_;
+  std::string base_dir_;
+  std::map<std::string, ir::ValueId> values_;
+  std::map<std::string, const onnx::ValueInfoProto*> declared_;
+};
+
+}  // namespace
+
+std::string OnnxUnsupported::line() const {
+  return "node '" + node + "' (" + op_type + ", " + domain + " opset " + std::to_string(opset) + "): " + reason;
+}
+
+bool is_onnx_path(const std::string& path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
+}
+
+Expected<OnnxImport> onnx_import_bytes(const std::string& bytes, const std::string& base_dir,
+                                       const std::string& display_name) {
+  onnx::ModelProto model;
+  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                static_cast<int>(std::min<size_t>(bytes.size(), INT32_MAX)));
+  stream.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  if (bytes.empty() || !model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
+    return invalid_argument(display_name + " is not a valid ONNX model (the protobuf is truncated or malformed)");
+  }
+  if (!model.has_graph()) return invalid_argument(display_name + " holds no graph");
+  if (model.ir_version() <= 0 || model.ir_version() > kOnnxMaxIrVersion) {
+    return invalid_argument(display_name + " has IR version " + std::to_string(model.ir_version()) +
+                            "; Kiln reads IR versions 1 to " + std::to_string(kOnnxMaxIrVersion));
+  }
+  OnnxImport out;
+  out.ir_version = model.ir_version();
+  out.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
+  for (const auto& o : model.opset_import()) out.opsets[domain_name(o.domain())] = o.version();
+  if (!out.opsets.count("ai.onnx")) out.opsets["ai.onnx"] = 1;  // IR 1-2 files may omit it
+  Importer importer(out, base_dir);
+  KILN_RETURN_IF_ERROR(importer.run(model).with_context(display_name));
+  return out;
+}
+
+Expected<OnnxImport> onnx_import_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("cannot open " + path);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t slash = path.rfind('/');
+  return onnx_import_bytes(bytes, slash == std::string::npos ? "." : path.substr(0, slash), path);
+}
+
+Expected<ir::Graph> onnx_import_require_supported(OnnxImport import) {
+  if (!import.unsupported.empty()) {
+    std::string more = import.unsupported.size() > 1
+                           ? " (and " + std::to_string(import.unsupported.size() - 1) + " more; see `kiln check`)"
+                           : "";
+    return unimplemented(import.unsupported.front().line() + more);
+  }
+  KILN_RETURN_IF_ERROR(ir::verify(import.graph));
+  return std::move(import.graph);
+}
+
+}  // namespace kiln::formats

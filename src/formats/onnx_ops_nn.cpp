@@ -1,0 +1,81 @@
+// ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, the global
+// pools, and the normalisations (BatchNormalization in inference mode, InstanceNormalization,
+// LayerNormalization, LRN, MeanVarianceNormalization). Attributes are checked here, once, so that
+// a kernel can trust them: transA/transB, ceil_mode, count_include_pad and friends are 0 or 1,
+// auto_pad is one of ONNX's four values, group divides nothing it should not.
+#include "formats/onnx_translate.h"
+
+namespace kiln::formats {
+namespace {
+
+Status same(const OnnxNode& node, OnnxEmitter& out) {
+  out.add_same(node);
+  return Status::ok();
+}
+
+Status gemm(const OnnxNode& node, OnnxEmitter& out) {
+  KILN_ASSIGN_OR_RETURN(int64_t ta, node.int_in("transA", 0, 0, 1));
+  KILN_ASSIGN_OR_RETURN(int64_t tb, node.int_in("transB", 0, 0, 1));
+  std::map<std::string, ir::Attr> attrs = {{"transA", ta}, {"transB", tb}};
+  if (node.attrs.count("alpha")) attrs["alpha"] = node.attrs.at("alpha");
+  if (node.attrs.count("beta")) attrs["beta"] = node.attrs.at("beta");
+  out.add("Gemm", node.name, node.inputs, node.outputs, attrs);
+  return Status::ok();
+}
+
+Status conv_like(const OnnxNode& node, OnnxEmitter& out) {
+  KILN_ASSIGN_OR_RETURN(std::string pad, node.string_in("auto_pad", "NOTSET", {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"}));
+  KILN_ASSIGN_OR_RETURN(int64_t group, node.int_in("group", 1, 1, 1 << 20));
+  KILN_ASSIGN_OR_RETURN(int64_t ceil, node.int_in("ceil_mode", 0, 0, 1));
+  KILN_ASSIGN_OR_RETURN(int64_t include, node.int_in("count_include_pad", 0, 0, 1));
+  KILN_ASSIGN_OR_RETURN(int64_t order, node.int_in("storage_order", 0, 0, 1));
+  (void)pad, (void)group, (void)ceil, (void)include, (void)order;
+  for (const char* key : {"strides", "dilations"}) {
+    if (auto it = node.attrs.find(key); it != node.attrs.end()) {
+      for (int64_t v : std::get<std::vector<int64_t>>(it->second)) {
+        if (v < 1) return node.error(std::string("attribute '") + key + "' must be positive");
+      }
+    }
+  }
+  if (auto it = node.attrs.find("pads"); it != node.attrs.end()) {
+    for (int64_t v : std::get<std::vector<int64_t>>(it->second)) {
+      if (v < 0) return node.error("attribute 'pads' must not be negative");
+    }
+  }
+  if (node.op_type == "MaxPool" && node.outputs.size() > 1) out.graph().value(node.outputs[1]).dtype = ir::DType::kI64;
+  out.add_same(node);
+  return Status::ok();
+}
+
+Status batch_norm(const OnnxNode& node, OnnxEmitter& out) {
+  if (node.attr_int("training_mode", 0) != 0 || node.outputs.size() > 1) {
+    return node.error("training mode (running statistics outputs) is not supported");
+  }
+  if (node.attr_int("spatial", 1) != 1) return node.error("spatial = 0 is not supported");
+  out.add("BatchNormalization", node.name, node.inputs, node.outputs,
+          {{"epsilon", node.attrs.count("epsilon") ? node.attrs.at("epsilon") : ir::Attr{1e-5}}});
+  return Status::ok();
+}
+
+Status layer_norm(const OnnxNode& node, OnnxEmitter& out) {
+  std::map<std::string, ir::Attr> attrs = {{"axis", node.attr_int("axis", -1)},
+                                           {"epsilon", node.attrs.count("epsilon") ? node.attrs.at("epsilon") : ir::Attr{1e-5}}};
+  for (size_t i = 1; i < node.outputs.size(); ++i) out.graph().value(node.outputs[i]).dtype = ir::DType::kF32;
+  out.add("LayerNormalization", node.name, node.inputs, node.outputs, attrs);
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_onnx_nn_ops(OnnxTranslatorTable& table) {
+  for (const char* op : {"MatMul", "GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization", "LRN",
+                         "MeanVarianceNormalization"}) {
+    table[op] = same;
+  }
+  table["Gemm"] = gemm;
+  for (const char* op : {"Conv", "ConvTranspose", "MaxPool", "AveragePool"}) table[op] = conv_like;
+  table["BatchNormalization"] = batch_norm;
+  table["LayerNormalization"] = layer_norm;
+}
+
+}  // namespace kiln::formats

@@ -1,0 +1,115 @@
+#include "ir/tensor_ops.h"
+
+#include <vector>
+
+#include "ir/ops.h"
+
+namespace kiln::ir {
+namespace {
+
+constexpr int kMany = 1 << 20;
+
+OpInfo tensor_op(std::string name, int min_in, int max_in, int min_out = 1, int max_out = 1) {
+  OpInfo info;
+  info.name = std::move(name);
+  info.family = OpFamily::kTensor;
+  info.min_inputs = min_in;
+  info.max_inputs = max_in;
+  info.min_outputs = min_out;
+  info.max_outputs = max_out;
+  return info;
+}
+
+std::vector<OpInfo> make_registry() {
+  std::vector<OpInfo> ops;
+  for (const char* unary :
+       {"Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Tan",
+        "Asin", "Acos", "Atan", "Sinh", "Cosh", "Tanh", "Asinh", "Acosh", "Atanh", "Erf", "Sigmoid", "Relu",
+        "Softplus", "Softsign", "Elu", "Selu", "Celu", "LeakyRelu", "HardSigmoid", "HardSwish", "ThresholdedRelu",
+        "Shrink", "Not", "IsNaN", "IsInf", "Identity", "Cast", "Shape", "Size", "NonZero", "EyeLike",
+        "GlobalAveragePool", "GlobalMaxPool", "Flatten", "Transpose", "DepthToSpace", "SpaceToDepth",
+        "Softmax", "LogSoftmax", "Hardmax", "LRN", "MeanVarianceNormalization", "ConstantOfShape"}) {
+    ops.push_back(tensor_op(unary, 1, 1));
+  }
+  for (const char* binary : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Equal", "Less",
+                             "LessOrEqual", "Greater", "GreaterOrEqual", "BitShift", "PRelu", "CastLike",
+                             "MatMul", "Expand", "Tile", "Reshape", "GatherElements", "GatherND", "CumSum"}) {
+    ops.push_back(tensor_op(binary, 2, 2));
+  }
+  for (const char* variadic : {"Max", "Min", "Sum", "Mean", "Concat"}) ops.push_back(tensor_op(variadic, 1, kMany));
+  for (const char* reduce : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                             "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "Squeeze",
+                             "Unsqueeze"}) {
+    ops.push_back(tensor_op(reduce, 1, 2));
+  }
+  ops.push_back(tensor_op("ArgMax", 1, 1));
+  ops.push_back(tensor_op("ArgMin", 1, 1));
+  ops.push_back(tensor_op("Clip", 1, 3));
+  ops.push_back(tensor_op("Where", 3, 3));
+  ops.push_back(tensor_op("Gather", 2, 2));
+  ops.push_back(tensor_op("Slice", 3, 5));
+  ops.push_back(tensor_op("Split", 1, 2, 1, kMany));
+  ops.push_back(tensor_op("Pad", 2, 4));
+  ops.push_back(tensor_op("Range", 3, 3));
+  ops.push_back(tensor_op("Trilu", 1, 2));
+  ops.push_back(tensor_op("OneHot", 3, 3));
+  ops.push_back(tensor_op("TopK", 2, 2, 2, 2));
+  ops.push_back(tensor_op("Dropout", 1, 3, 1, 2));
+  ops.push_back(tensor_op("Gemm", 2, 3));
+  ops.push_back(tensor_op("Conv", 2, 3));
+  ops.push_back(tensor_op("ConvTranspose", 2, 3));
+  ops.push_back(tensor_op("MaxPool", 1, 1, 1, 2));
+  ops.push_back(tensor_op("AveragePool", 1, 1));
+  ops.push_back(tensor_op("BatchNormalization", 5, 5));
+  ops.push_back(tensor_op("InstanceNormalization", 3, 3));
+  ops.push_back(tensor_op("LayerNormalization", 2, 3, 1, 3));
+  ops.push_back(tensor_op("NegativeLogLikelihoodLoss", 2, 3));
+  return ops;
+}
+
+const std::vector<OpInfo>& registry() {
+  static const std::vector<OpInfo> ops = make_registry();
+  return ops;
+}
+
+}  // namespace
+
+const OpInfo* tensor_op_info(const std::string& name) {
+  for (const auto& op : registry()) {
+    if (op.name == name) return &op;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> tensor_op_names() {
+  std::vector<std::string> names;
+  for (const auto& op : registry()) names.push_back(op.name);
+  return names;
+}
+
+Expected<std::vector<std::vector<int64_t>>> infer_tensor_shapes(const Graph& graph, const Node& node,
+                                                                 const OpInfo& info) {
+  auto count_error = [&](const char* what, size_t got, int lo, int hi) {
+    std::string range = std::to_string(lo);
+    if (hi != lo) range += hi >= kMany ? " or more" : "-" + std::to_string(hi);
+    return invalid_argument("node '" + node.name + "' (" + node.op + "): expected " + range + " " + what +
+                            ", got " + std::to_string(got));
+  };
+  const auto n_in = static_cast<int>(node.inputs.size()), n_out = static_cast<int>(node.outputs.size());
+  if (n_in < info.min_inputs || n_in > info.max_inputs) {
+    return count_error("inputs", node.inputs.size(), info.min_inputs, info.max_inputs);
+  }
+  if (n_out < info.min_outputs || n_out > info.max_outputs) {
+    return count_error("outputs", node.outputs.size(), info.min_outputs, info.max_outputs);
+  }
+  std::vector<std::vector<int64_t>> shapes;
+  for (ValueId out : node.outputs) {
+    if (out < 0 || static_cast<size_t>(out) >= graph.values().size()) {
+      return invalid_argument("node '" + node.name + "': output id out of range");
+    }
+    shapes.push_back(graph.value(out).shape);
+  }
+  return shapes;
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,31 @@
+// The general tensor ops of the Kiln IR: the ONNX operators Kiln can run, each named and defined
+// as in the ONNX operator specification at its latest opset (the importer's translators rewrite
+// older opset forms into that one, e.g. Squeeze's `axes` attribute into its second input).
+// Attributes keep their ONNX names and types; an ONNX tensor attribute becomes a weight input
+// or a scalar attribute, as the translator says.
+//
+// Shapes: an imported value carries the shape ONNX declares or infers (possibly symbolic or of
+// unknown rank); kernels see concrete shapes at run time and check them there, naming the node.
+// The registry below owns only the arity rules that hold whatever the shapes are.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "ir/graph.h"
+
+namespace kiln::ir {
+
+struct OpInfo;
+
+// nullptr when `name` is not a tensor op.
+const OpInfo* tensor_op_info(const std::string& name);
+// Every tensor op, in registry order (for `kiln check` and the backends' coverage tests).
+std::vector<std::string> tensor_op_names();
+
+// Checks input and output counts; the output shapes are those recorded on the output values.
+Expected<std::vector<std::vector<int64_t>>> infer_tensor_shapes(const Graph& graph, const Node& node,
+                                                                 const OpInfo& info);
+
+}  // namespace kiln::ir

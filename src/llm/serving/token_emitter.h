@@ -1,0 +1,58 @@
+// TokenEmitter: one choice of one request, from logits rows to the events its stream receives —
+// the serving engine's counterpart of Generator's loop body. Each step it samples a token
+// (Sampler), turns it into text (StreamDecoder), decides whether the choice ends (StopMatcher,
+// then the engine's maximum sequence length) and fills one kDelta event. It owns those three
+// parts, so it holds one choice's sampling state; it borrows the tokenizer.
+//
+// Greedy requests without logit bias or penalties skip the Sampler's copy of the row: their
+// token is the first largest logit (NaN never wins), which is what Sampler::sample returns for
+// them; anything else goes through the Sampler.
+//
+// Also here: the prompt-logprob entry of one prompt token, from the logits row before it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "llm/generation/sampler.h"
+#include "llm/generation/stop_matcher.h"
+#include "llm/serving/request.h"
+#include "llm/tokenizers/stream_decoder.h"
+
+namespace kiln::llm {
+
+class TokenEmitter {
+ public:
+  // `params` must have passed validate(); a seeded request passes seed + choice index here.
+  // `eos_ids` are copied. A sequence whose length reaches `max_seq_len` ends with kLength.
+  TokenEmitter(const SamplingParams& params, std::span<const int32_t> prompt, const Tokenizer& tokenizer,
+               bool skip_special_tokens, std::span<const int32_t> eos_ids, int64_t max_seq_len);
+
+  // Samples from `logits` [vocab] and fills `event` (a kDelta: its text, at most one token, and
+  // the finish reason when this token ends the choice). Returns the sampled token, which the
+  // caller appends to the sequence unless finished(). Errors (a row with no finite logit, a
+  // token the tokenizer cannot decode) end the choice in the caller's hands.
+  Expected<int32_t> step(std::span<const float> logits, RequestEvent& event);
+
+  bool finished() const { return finish_ != FinishReason::kNone; }
+  int32_t num_generated() const { return num_generated_; }
+
+ private:
+  Sampler sampler_;
+  StopMatcher stop_;
+  StreamDecoder decoder_;
+  int64_t prompt_len_;
+  int64_t max_seq_len_;
+  bool plain_greedy_;
+  bool want_logprobs_;
+  int32_t top_logprobs_;
+  int32_t num_generated_ = 0;
+  FinishReason finish_ = FinishReason::kNone;
+};
+
+// The prompt-logprob entry of `token` given the logits row of the position before it: its
+// logprob and the `top` most likely alternatives.
+TokenInfo prompt_token_info(std::span<const float> logits, int32_t token, int32_t top);
+
+}  // namespace kiln::llm

@@ -1,0 +1,36 @@
+// ApiError: a request the server refuses, with the HTTP status and the parts of OpenAI's error
+// object ({"error": {"message", "type", "param", "code"}}). The protocol parsers return it; each
+// front end writes it in its own shape (OpenAI's object, or KServe's {"error": message}).
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace kiln::server {
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::optional<std::string> param;  // the request field at fault
+  std::optional<std::string> code;
+
+  static ApiError bad_field(std::string field, std::string message) {
+    return {400, std::move(message), "invalid_request_error", std::move(field), std::nullopt};
+  }
+  static ApiError bad_request(std::string message) {
+    return {400, std::move(message), "invalid_request_error", std::nullopt, std::nullopt};
+  }
+};
+
+}  // namespace kiln::server
+
+#include <variant>
+
+namespace kiln::server {
+
+// A parsed value or the error that refused it.
+template <typename T>
+using ApiResult = std::variant<T, ApiError>;
+
+}  // namespace kiln::server

@@ -1,0 +1,57 @@
+// ApiService: everything the server answers, apart from the transport. Given one HTTP request it
+// routes it, checks the API key, parses and validates the body through the protocol of its
+// endpoint, and either answers at once (models, tokenize, health, metrics, every refusal) or
+// submits the engine requests and hands back a GenerationJob that the transport drives until
+// its streams end. When an exchange ends, finish() counts it in /metrics and writes its access
+// log line.
+//
+// Owns nothing but its readiness flag: the model, the engine, the metrics and the config outlive
+// it. handle() and finish() are called from every network thread at once; they share only
+// thread-safe state (the engine's submit, metrics, the readiness flag).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "llm/serving/engine.h"
+#include "server/access_log.h"
+#include "server/generation_job.h"
+#include "server/http_message.h"
+#include "server/router.h"
+#include "server/served_model.h"
+#include "server/server_config.h"
+#include "server/server_metrics.h"
+
+namespace kiln::server {
+
+class ApiService {
+ public:
+  ApiService(const ServedModel& model, llm::ServingEngine& engine, ServerMetrics& metrics, const ServerConfig& config)
+      : model_(model), engine_(engine), metrics_(metrics), config_(config) {}
+
+  struct Reply {
+    HttpResponse response;               // the answer, when there is no job
+    std::unique_ptr<GenerationJob> job;  // a generation in flight: the transport drives it
+    AccessLogEntry log;                  // filled in as far as the service knows it
+  };
+  Reply handle(const HttpRequest& request, const std::string& request_id, std::string remote);
+
+  // Records a finished exchange (status sent, duration) in metrics and the access log.
+  void finish(AccessLogEntry& entry, const GenerationJob* job);
+
+  // Readiness: false while starting and once shutdown begins (then generation requests get 503).
+  void set_ready(bool ready) { ready_.store(ready); }
+  bool ready() const { return ready_.load(); }
+
+ private:
+  Reply submit(GenerationPlan plan, std::unique_ptr<ResponseFormat> format, Reply reply);
+
+  const ServedModel& model_;
+  llm::ServingEngine& engine_;
+  ServerMetrics& metrics_;
+  const ServerConfig& config_;
+  std::atomic<bool> ready_{false};
+};
+
+}  // namespace kiln::server

@@ -1,0 +1,40 @@
+// Plain HTTP request and response values passed between the transport (http_server) and the API
+// layer (api_service). They own their strings and know nothing of sockets, so the protocol code
+// can be exercised without a connection. Header names are stored lower-case.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kiln::server {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // path and query, as sent
+  std::vector<std::pair<std::string, std::string>> headers;  // lower-case names
+  std::string body;
+
+  // The first header of that (lower-case) name, or "" when absent.
+  std::string_view header(std::string_view lower_name) const {
+    for (const auto& [k, v] : headers) {
+      if (k == lower_name) return v;
+    }
+    return {};
+  }
+  // The target without its query string.
+  std::string_view path() const {
+    std::string_view t = target;
+    return t.substr(0, t.find('?'));
+  }
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;  // extra headers (Retry-After, ...)
+  std::string body;
+};
+
+}  // namespace kiln::server

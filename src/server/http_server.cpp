@@ -1,0 +1,438 @@
+#include "server/http_server.h"
+
+#include "server/openai_protocol.h"
+
+#include <atomic>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace kiln::server {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3)); }
+
+std::string str(beast::string_view s) { return std::string(s.data(), s.size()); }
+
+std::string lower(beast::string_view s) {
+  std::string out = str(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Counts exchanges in flight, for a graceful stop.
+struct ActiveCount {
+  std::atomic<int64_t> n{0};
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, ApiService& service, const ServerConfig& config, ActiveCount& active)
+      : stream_(std::move(socket)), timer_(stream_.get_executor()), service_(service), config_(config), active_(active) {
+    beast::error_code ec;
+    auto ep = stream_.socket().remote_endpoint(ec);
+    if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+
+  void start() {
+    net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::read_request, shared_from_this()));
+  }
+
+ private:
+  void read_request() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(config_.max_header_bytes));
+    parser_->body_limit(config_.max_body_bytes);
+    // A connection between requests may idle for idle_timeout; once a request has begun it must
+    // arrive whole within request_timeout. The deadline is a timer of our own rather than the
+    // stream's, which would close the socket before a 408 could be written.
+    stream_.expires_never();
+    arm_timer(buffer_.size() > 0 ? config_.request_timeout_s : config_.idle_timeout_s);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&Session::on_header, shared_from_this()));
+  }
+
+  void arm_timer(double seconds) {
+    timed_out_ = false;
+    timer_.expires_after(ms(seconds));
+    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec) return;  // cancelled: the request arrived
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
+  }
+
+  void on_header(beast::error_code ec, size_t) {
+    if (ec) return on_read_error(ec);
+    arm_timer(config_.request_timeout_s);
+    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
+  }
+
+  void on_read_error(beast::error_code ec) {
+    timer_.cancel();
+    const bool started = parser_ && parser_->got_some();
+    if (timed_out_) {
+      if (!started) return close();  // an idle keep-alive connection
+      return refuse_and_close(408, "the request did not arrive within " + std::to_string(static_cast<int>(config_.request_timeout_s)) + " s");
+    }
+    if (ec == http::error::header_limit) {
+      return refuse_and_close(431, "the request headers exceed " + std::to_string(config_.max_header_bytes) + " bytes");
+    }
+    if (ec == http::error::body_limit) {
+      return refuse_and_close(413, "the request body exceeds " + std::to_string(config_.max_body_bytes) + " bytes");
+    }
+    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
+        ec == net::error::operation_aborted) {
+      return close();
+    }
+    return refuse_and_close(400, "malformed HTTP request: " + ec.message());
+  }
+
+  // A transport-level refusal: an OpenAI-shaped error, then the connection closes.
+  void refuse_and_close(int status, std::string message) {
+    ApiError e{status, std::move(message), "invalid_request_error", std::nullopt, std::nullopt};
+    keep_alive_ = false;
+    linger_ = true;
+    begin_exchange();
+    log_ = {};
+    log_.request_id = request_id_for("");
+    log_.method = "-";
+    log_.path = "-";
+    log_.endpoint = "other";
+    log_.remote = remote_;
+    log_.error = e.message;
+    HttpResponse r = openai_error_response(e);
+    version_ = 11;
+    write_response(std::move(r));
+  }
+
+  void begin_exchange() {
+    active_.n.fetch_add(1);
+    in_exchange_ = true;
+    start_ = Clock::now();
+  }
+
+  void on_read(beast::error_code ec, size_t) {
+    if (ec) return on_read_error(ec);
+    timer_.cancel();
+    auto& msg = parser_->get();
+    HttpRequest req;
+    req.method = str(msg.method_string());
+    req.target = str(msg.target());
+    for (const auto& field : msg) req.headers.emplace_back(lower(field.name_string()), str(field.value()));
+    req.body = std::move(msg.body());
+    keep_alive_ = msg.keep_alive();
+    version_ = msg.version();
+    head_ = msg.method() == http::verb::head;
+    begin_exchange();
+    const std::string id = request_id_for(req.header("x-request-id"));
+    ApiService::Reply reply = service_.handle(req, id, remote_);
+    log_ = std::move(reply.log);
+    if (!reply.job) return write_response(std::move(reply.response));
+    job_ = std::move(reply.job);
+    auto self = shared_from_this();
+    // The engine thread calls this; it only schedules a poll on this session's strand. The
+    // session stays alive through it until the job is dropped (which drops the notifier).
+    job_->set_notifier([self] {
+      if (!self->poll_scheduled_.exchange(true)) {
+        net::post(self->stream_.get_executor(), [self] {
+          self->poll_scheduled_.store(false);
+          self->on_job_events();
+        });
+      }
+    });
+    watch_client();
+    if (job_->streaming()) {
+      sse_head_.emplace(http::status::ok, version_);
+      sse_head_->set(http::field::content_type, "text/event-stream");
+      sse_head_->set(http::field::cache_control, "no-cache");
+      sse_head_->set("X-Request-Id", log_.request_id);
+      sse_head_->keep_alive(keep_alive_);
+      sse_head_->chunked(true);
+      sse_serializer_.emplace(*sse_head_);
+      writing_ = true;
+      http::async_write_header(stream_, *sse_serializer_,
+                               beast::bind_front_handler(&Session::on_stream_write, shared_from_this()));
+    }
+  }
+
+  // Reads while a job runs, to notice a client that goes away; bytes that arrive (a pipelined
+  // next request) are kept for the next read.
+  void watch_client() {
+    watching_ = true;
+    stream_.async_read_some(buffer_.prepare(4096), beast::bind_front_handler(&Session::on_watch, shared_from_this()));
+  }
+
+  void on_watch(beast::error_code ec, size_t n) {
+    watching_ = false;
+    if (!ec) {
+      buffer_.commit(n);
+    } else if (ec != net::error::operation_aborted) {
+      client_gone_ = true;
+      if (job_) job_->cancel();
+      if (!writing_) return end_exchange_and_close();
+      return;
+    }
+    if (resume_after_watch_) {
+      resume_after_watch_ = false;
+      read_request();
+    }
+  }
+
+  void on_job_events() {
+    if (!job_) return;
+    GenerationJob::Output out = job_->poll();
+    if (job_->streaming()) {
+      pending_ += out.data;
+      if (out.done) job_done_ = true;
+      if (!writing_) flush_stream();
+      return;
+    }
+    if (out.done) {
+      HttpResponse r = out.response ? std::move(*out.response) : HttpResponse{};
+      if (client_gone_) return end_exchange_and_close();
+      write_response(std::move(r));
+    }
+  }
+
+  void flush_stream() {
+    if (client_gone_) return end_exchange_and_close();
+    if (!pending_.empty()) {
+      writing_ = true;
+      write_buf_ = std::move(pending_);
+      pending_.clear();
+      net::async_write(stream_, http::make_chunk(net::buffer(write_buf_)),
+                       beast::bind_front_handler(&Session::on_stream_write, shared_from_this()));
+      return;
+    }
+    if (job_done_) {
+      writing_ = true;
+      job_done_ = false;
+      last_chunk_sent_ = true;
+      net::async_write(stream_, http::make_chunk_last(),
+                       beast::bind_front_handler(&Session::on_stream_write, shared_from_this()));
+    }
+  }
+
+  void on_stream_write(beast::error_code ec, size_t) {
+    writing_ = false;
+    if (ec) {
+      client_gone_ = true;
+      if (job_) job_->cancel();
+      return end_exchange_and_close();
+    }
+    log_.status = 200;
+    if (last_chunk_sent_) return end_exchange();
+    flush_stream();
+  }
+
+  void write_response(HttpResponse r) {
+    log_.status = r.status;
+    res_.emplace(static_cast<http::status>(r.status), version_);
+    res_->set(http::field::server, "kiln");
+    res_->set(http::field::content_type, r.content_type);
+    res_->set("X-Request-Id", log_.request_id);
+    for (auto& [k, v] : r.headers) res_->set(k, v);
+    res_->keep_alive(keep_alive_);
+    if (head_) {
+      res_->content_length(r.body.size());
+    } else {
+      res_->body() = std::move(r.body);
+      res_->prepare_payload();
+    }
+    writing_ = true;
+    stream_.expires_after(ms(config_.idle_timeout_s));
+    if (head_) {
+      empty_serializer_.emplace(*res_);
+      http::async_write_header(stream_, *empty_serializer_,
+                               beast::bind_front_handler(&Session::on_response_written, shared_from_this()));
+      return;
+    }
+    http::async_write(stream_, *res_, beast::bind_front_handler(&Session::on_response_written, shared_from_this()));
+  }
+
+  void on_response_written(beast::error_code ec, size_t) {
+    writing_ = false;
+    if (ec) return end_exchange_and_close();
+    end_exchange();
+  }
+
+  // The exchange's last byte is written: log it, then the next request or close.
+  void end_exchange() {
+    finish_log();
+    if (!keep_alive_ || client_gone_) return close();
+    if (watching_) {
+      resume_after_watch_ = true;
+      stream_.socket().cancel();
+      return;
+    }
+    read_request();
+  }
+
+  void end_exchange_and_close() {
+    if (in_exchange_ && log_.status == 0) log_.status = 499;  // the client went away first
+    finish_log();
+    close();
+  }
+
+  void finish_log() {
+    if (!in_exchange_) return;
+    in_exchange_ = false;
+    log_.duration_s = std::chrono::duration<double>(Clock::now() - start_).count();
+    service_.finish(log_, job_.get());
+    job_.reset();
+    sse_serializer_.reset();
+    sse_head_.reset();
+    empty_serializer_.reset();
+    last_chunk_sent_ = false;
+    job_done_ = false;
+    pending_.clear();
+    active_.n.fetch_sub(1);
+  }
+
+  void close() {
+    if (job_) job_->cancel();
+    job_.reset();
+    beast::error_code ec;
+    if (linger_ && stream_.socket().is_open()) {
+      // After refusing a request the client may still be sending its body; read and drop it for
+      // a while so that the client sees the answer instead of a reset connection.
+      linger_ = false;
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+      stream_.expires_after(std::chrono::seconds(5));
+      return drain();
+    }
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();
+  }
+
+  void drain() {
+    buffer_.clear();
+    stream_.async_read_some(buffer_.prepare(65536), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) {
+        self->stream_.close();
+        return;
+      }
+      self->drain();
+    });
+  }
+
+  beast::tcp_stream stream_;
+  net::steady_timer timer_;
+  ApiService& service_;
+  const ServerConfig& config_;
+  ActiveCount& active_;
+  std::string remote_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::response<http::string_body>> res_;
+  std::optional<http::response_serializer<http::string_body>> empty_serializer_;
+  std::optional<http::response<http::empty_body>> sse_head_;
+  std::optional<http::response_serializer<http::empty_body>> sse_serializer_;
+  std::unique_ptr<GenerationJob> job_;
+  std::atomic<bool> poll_scheduled_{false};
+  AccessLogEntry log_;
+  Clock::time_point start_, read_started_;
+  std::string pending_, write_buf_;
+  unsigned version_ = 11;
+  bool keep_alive_ = true, head_ = false, in_exchange_ = false, writing_ = false, watching_ = false;
+  bool resume_after_watch_ = false, client_gone_ = false, job_done_ = false, last_chunk_sent_ = false;
+  bool timed_out_ = false, linger_ = false;
+};
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(ApiService& s, const ServerConfig& c)
+      : service(s), config(c), ioc(c.network_threads), acceptor(net::make_strand(ioc)), signals(ioc, SIGINT, SIGTERM) {}
+
+  void accept() {
+    acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+      if (ec) {
+        if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+      } else {
+        std::make_shared<Session>(std::move(socket), service, config, active)->start();
+      }
+      accept();
+    });
+  }
+
+  ApiService& service;
+  const ServerConfig& config;
+  net::io_context ioc;
+  tcp::acceptor acceptor;
+  net::signal_set signals;
+  std::function<void(int)> signal_fn;
+  ActiveCount active;
+  std::vector<std::thread> threads;
+  int port = 0;
+};
+
+HttpServer::HttpServer(ApiService& service, const ServerConfig& config) : impl_(std::make_unique<Impl>(service, config)) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+Status HttpServer::start() {
+  beast::error_code ec;
+  auto address = net::ip::make_address(impl_->config.host, ec);
+  if (ec) return invalid_argument("--host '" + impl_->config.host + "' is not an IP address");
+  tcp::endpoint ep(address, static_cast<unsigned short>(impl_->config.port));
+  auto& a = impl_->acceptor;
+  a.open(ep.protocol(), ec);
+  if (!ec) a.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) a.bind(ep, ec);
+  if (!ec) a.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return io_error("cannot listen on " + impl_->config.host + ":" + std::to_string(impl_->config.port) + ": " + ec.message());
+  }
+  impl_->port = a.local_endpoint().port();
+  impl_->accept();
+  impl_->signals.async_wait([this](beast::error_code e, int sig) {
+    if (!e && impl_->signal_fn) impl_->signal_fn(sig);
+  });
+  for (int i = 0; i < impl_->config.network_threads; ++i) {
+    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  }
+  return Status::ok();
+}
+
+int HttpServer::port() const { return impl_->port; }
+
+void HttpServer::on_signal(std::function<void(int)> fn) { impl_->signal_fn = std::move(fn); }
+
+void HttpServer::stop_accepting() {
+  net::post(impl_->acceptor.get_executor(), [this] {
+    beast::error_code ec;
+    impl_->acceptor.close(ec);
+  });
+}
+
+void HttpServer::wait_idle(double seconds) {
+  const auto deadline = Clock::now() + ms(seconds);
+  while (impl_->active.n.load() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+void HttpServer::stop() {
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads) {
+    if (t.joinable()) t.join();
+  }
+  impl_->threads.clear();
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,44 @@
+// HttpServer: the transport. HTTP/1.1 with keep-alive on Boost.Beast/Asio: an acceptor and one
+// session per connection, each on its own strand, run by `network_threads` threads that never
+// wait for a model step. A session reads one request (header and body limits: 431 and 413; a
+// request that does not arrive whole within the request timeout: 408), asks the ApiService for
+// the reply, and writes it; a generation reply is driven by its GenerationJob, whose engine
+// notifier posts to the session's strand. Streaming replies are chunked server-sent events.
+// A client that goes away mid-generation has its requests cancelled.
+//
+// Lifetime: the ApiService and config outlive the server. start() binds and starts the threads;
+// stop_accepting() closes the listener (running exchanges go on); stop() ends every thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "server/api_service.h"
+#include "server/server_config.h"
+
+namespace kiln::server {
+
+class HttpServer {
+ public:
+  HttpServer(ApiService& service, const ServerConfig& config);
+  ~HttpServer();
+
+  // Binds host:port and starts the network threads.
+  Status start();
+  int port() const;  // the bound port (useful with port 0)
+
+  void stop_accepting();
+  // Waits up to `seconds` for exchanges in flight to end (their last bytes written).
+  void wait_idle(double seconds);
+  void stop();
+
+  // Runs `fn` on SIGINT or SIGTERM (once, on a network thread).
+  void on_signal(std::function<void(int)> fn);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::server

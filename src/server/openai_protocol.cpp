@@ -1,0 +1,350 @@
+// Parsing and validation of the OpenAI-compatible requests (openai_protocol.h); the response
+// side is in openai_responses.cpp.
+#include <chrono>
+#include <random>
+
+#include "server/openai_protocol.h"
+#include "server/request_fields.h"
+
+namespace kiln::server {
+namespace {
+
+using nlohmann::json;
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// A response id: the prefix and 24 random hex digits.
+std::string response_id(const char* prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char* hex = "0123456789abcdef";
+  std::string id = prefix;
+  for (int i = 0; i < 24; ++i) id += hex[rng() & 15];
+  return id;
+}
+
+void check_model(RequestFields& f, const ServedModel& m) {
+  if (auto name = f.string("model"); name && *name != m.name) {
+    ApiError e = ApiError::bad_field("model", "the model '" + *name + "' does not exist; this server serves '" + m.name + "'");
+    e.code = "model_not_found";
+    f.fail(std::move(e));
+  }
+}
+
+struct Prompt {
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+// prompt: a string, a list of strings, a list of token ids, or a list of token-id lists.
+ApiResult<std::vector<Prompt>> read_prompts(const json& p, const ServedModel& m, bool add_special) {
+  auto bad = [](std::string msg) { return ApiError::bad_field("prompt", std::move(msg)); };
+  std::vector<Prompt> out;
+  auto from_text = [&](const std::string& text) -> std::optional<ApiError> {
+    auto ids = m.tokenizer->encode(text, add_special);
+    if (!ids) return bad("the prompt could not be tokenised: " + ids.status().message());
+    out.push_back({text, std::move(*ids)});
+    return std::nullopt;
+  };
+  auto from_ids = [&](const json& list) -> std::optional<ApiError> {
+    Prompt pr;
+    for (const auto& t : list) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= m.vocab_size) {
+        return bad("prompt token ids must be integers in [0, " + std::to_string(m.vocab_size) + ")");
+      }
+      pr.tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+    auto text = m.tokenizer->decode(pr.tokens, false);
+    if (!text) return bad("the prompt's token ids could not be decoded: " + text.status().message());
+    pr.text = std::move(*text);
+    out.push_back(std::move(pr));
+    return std::nullopt;
+  };
+  if (p.is_string()) {
+    if (auto e = from_text(p.get<std::string>())) return *e;
+    return out;
+  }
+  if (!p.is_array()) return bad("prompt must be a string, a list of strings, a list of token ids or a list of such lists");
+  if (p.empty()) return bad("prompt must not be an empty list");
+  if (p.size() > kMaxPrompts && !p[0].is_number()) {
+    return bad("prompt holds " + std::to_string(p.size()) + " prompts; at most " + std::to_string(kMaxPrompts) + " are allowed");
+  }
+  if (p[0].is_number()) {
+    if (auto e = from_ids(p)) return *e;
+    return out;
+  }
+  for (const auto& item : p) {
+    if (item.is_string()) {
+      if (auto e = from_text(item.get<std::string>())) return *e;
+    } else if (item.is_array() && !item.empty()) {
+      if (auto e = from_ids(item)) return *e;
+    } else {
+      return bad("each prompt in the list must be a string or a non-empty list of token ids");
+    }
+  }
+  return out;
+}
+
+// Common tail of both endpoints: length checks, n, logprobs, and one engine request per prompt.
+ApiResult<GenerationPlan> finish_plan(GenerationPlan plan, std::vector<Prompt> prompts, llm::SamplingParams params,
+                                      std::optional<int64_t> max_tokens, const char* max_tokens_field,
+                                      const char* prompt_field, int64_t default_max_tokens, int32_t prompt_logprobs,
+                                      bool skip_special, const ServedModel& m, const std::string& request_id) {
+  if (static_cast<int64_t>(prompts.size()) * plan.n > kMaxChoices) {
+    return ApiError::bad_field("n", "prompts x n is " + std::to_string(prompts.size() * static_cast<size_t>(plan.n)) +
+                                        "; at most " + std::to_string(kMaxChoices) + " choices per request are allowed");
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const int64_t len = static_cast<int64_t>(prompts[i].tokens.size());
+    if (len == 0) return ApiError::bad_field(prompt_field, "the prompt is empty (no tokens)");
+    if (len >= m.max_seq_len) {
+      return ApiError::bad_field(prompt_field, "the prompt has " + std::to_string(len) +
+                                                   " tokens; this model's context window is " +
+                                                   std::to_string(m.max_seq_len) + " tokens, with room for at least one more");
+    }
+    int64_t want = 0;
+    if (max_tokens) {
+      want = *max_tokens;
+      if (want == 0) {
+        // Scoring the prompt only (echo with logprobs): one token is run and not shown.
+        if (!plan.echo) return ApiError::bad_field(max_tokens_field, std::string(max_tokens_field) + " must be at least 1");
+        plan.discard_generated = true;
+        want = 1;
+      }
+      if (len + want > m.max_seq_len) {
+        return ApiError::bad_field(max_tokens_field,
+                                   "this model's context window is " + std::to_string(m.max_seq_len) + " tokens; the prompt has " +
+                                       std::to_string(len) + " and " + max_tokens_field + " asks for " +
+                                       std::to_string(want) + " more");
+      }
+    } else {
+      want = std::min(default_max_tokens, m.max_seq_len - len);
+    }
+    llm::GenerationRequest r;
+    r.request_id = prompts.size() == 1 ? request_id : request_id + "-" + std::to_string(i);
+    r.prompt = std::move(prompts[i].tokens);
+    r.params = params;
+    r.params.max_tokens = static_cast<int32_t>(want);
+    r.n = plan.n;
+    r.prompt_logprobs = prompt_logprobs;
+    r.skip_special_tokens = skip_special;
+    if (Status s = llm::validate(r.params, m.vocab_size); !s) return ApiError::bad_request(s.message());
+    plan.requests.push_back(std::move(r));
+    plan.prompt_texts.push_back(std::move(prompts[i].text));
+  }
+  return plan;
+}
+
+void read_stream_fields(RequestFields& f, GenerationPlan& plan) {
+  if (auto v = f.boolean("stream")) plan.stream = *v;
+  if (const json* so = f.get("stream_options"); so && !f.error()) {
+    if (!so->is_object()) {
+      f.fail_field("stream_options", "stream_options must be an object");
+      return;
+    }
+    RequestFields sf(*so, "stream_options.");
+    if (auto v = sf.boolean("include_usage")) plan.include_usage = *v;
+    if (sf.error()) f.fail(*sf.error());
+  }
+}
+
+// messages -> prompt text through the chat template.
+ApiResult<std::string> render_chat(const json& body, const ServedModel& m, RequestFields& f) {
+  const json* msgs = f.get("messages");
+  if (!msgs) return ApiError::bad_field("messages", "messages is required");
+  if (!msgs->is_array()) return ApiError::bad_field("messages", "messages must be a list of message objects");
+  if (msgs->empty()) return ApiError::bad_field("messages", "messages must not be empty");
+  if (msgs->size() > kMaxMessages) {
+    return ApiError::bad_field("messages", "messages holds more than " + std::to_string(kMaxMessages) + " messages");
+  }
+  std::vector<llm::ChatMessage> messages;
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& msg = (*msgs)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!msg.is_object()) return ApiError::bad_field(at, at + " must be an object with a role and content");
+    auto role = msg.find("role");
+    if (role == msg.end() || !role->is_string()) return ApiError::bad_field(at + ".role", at + ".role must be a string");
+    const std::string r = role->get<std::string>();
+    if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool") {
+      return ApiError::bad_field(at + ".role", at + ".role must be one of system, developer, user, assistant, tool; got '" + r + "'");
+    }
+    llm::ChatMessage cm;
+    cm.role = r;
+    cm.extra = nlohmann::ordered_json::object();
+    auto content = msg.find("content");
+    if (content == msg.end() || content->is_null()) {
+      if (r != "assistant") return ApiError::bad_field(at + ".content", at + ".content is required for role " + r);
+      cm.extra["content"] = nullptr;
+    } else if (content->is_string()) {
+      cm.content = content->get<std::string>();
+    } else if (content->is_array()) {
+      for (size_t j = 0; j < content->size(); ++j) {
+        const json& part = (*content)[j];
+        const std::string pat = at + ".content[" + std::to_string(j) + "]";
+        if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+          return ApiError::bad_field(pat, pat + " must be an object with a type");
+        }
+        if (part["type"] != "text") {
+          return ApiError::bad_field(pat + ".type", pat + ".type '" + part["type"].get<std::string>() +
+                                                         "' is not supported: this model reads text only");
+        }
+        if (!part.contains("text") || !part["text"].is_string()) {
+          return ApiError::bad_field(pat + ".text", pat + ".text must be a string");
+        }
+        if (j) cm.content += "\n";
+        cm.content += part["text"].get<std::string>();
+      }
+    } else {
+      return ApiError::bad_field(at + ".content", at + ".content must be a string or a list of content parts");
+    }
+    for (const auto& [k, v] : msg.items()) {
+      if (k != "role" && k != "content") cm.extra[k] = nlohmann::ordered_json::parse(v.dump());
+    }
+    messages.push_back(std::move(cm));
+  }
+  if (!m.chat_template) {
+    return ApiError::bad_field("messages", "the model '" + m.name +
+                                               "' has no chat template; start the server with --chat-template FILE, or use /v1/completions");
+  }
+  llm::ChatTemplateOptions options;
+  if (auto v = f.boolean("add_generation_prompt")) options.add_generation_prompt = *v;
+  if (const json* tools = f.get("tools")) {
+    if (!tools->is_array()) return ApiError::bad_field("tools", "tools must be a list");
+    options.tools = nlohmann::ordered_json::parse(tools->dump());
+  }
+  if (const json* kw = f.get("chat_template_kwargs")) {
+    if (!kw->is_object()) return ApiError::bad_field("chat_template_kwargs", "chat_template_kwargs must be an object");
+    options.extra_context = nlohmann::ordered_json::parse(kw->dump());
+  }
+  if (f.error()) return *f.error();
+  (void)body;
+  auto text = m.chat_template->render(messages, options);
+  if (!text) return ApiError::bad_field("messages", "the chat template could not render these messages: " + text.status().message());
+  return std::move(*text);
+}
+
+}  // namespace
+
+ApiResult<GenerationPlan> parse_completion_request(const json& body, const ServedModel& m, const std::string& request_id) {
+  RequestFields f(body);
+  GenerationPlan plan;
+  plan.api = Api::kCompletions;
+  plan.id = response_id("cmpl-");
+  plan.created = unix_now();
+  plan.model = m.name;
+  check_model(f, m);
+  const json* prompt = f.get("prompt");
+  if (!prompt && !f.error()) f.fail_field("prompt", "prompt is required");
+  if (auto v = f.integer("n", 1, kMaxChoices)) plan.n = static_cast<int32_t>(*v);
+  if (auto v = f.integer("best_of", 1, kMaxChoices); v && *v != plan.n) {
+    f.fail_field("best_of", "best_of must equal n: choosing the best of several samples is not supported");
+  }
+  if (auto v = f.string("suffix"); v && !v->empty()) f.fail_field("suffix", "suffix is not supported by this model");
+  auto max_tokens = f.integer("max_tokens", 0, m.max_seq_len);
+  if (auto v = f.boolean("echo")) plan.echo = *v;
+  if (auto v = f.integer("logprobs", 0, llm::kMaxLogprobs)) plan.logprobs = static_cast<int32_t>(*v);
+  read_stream_fields(f, plan);
+  bool add_special = true, skip_special = true;
+  if (auto v = f.boolean("add_special_tokens")) add_special = *v;
+  if (auto v = f.boolean("skip_special_tokens")) skip_special = *v;
+  llm::SamplingParams params = m.defaults;
+  read_sampling_fields(f, m.vocab_size, params);
+  if (f.error()) return *f.error();
+  auto prompts = read_prompts(*prompt, m, add_special);
+  if (auto* e = std::get_if<ApiError>(&prompts)) return *e;
+  auto& list = std::get<std::vector<Prompt>>(prompts);
+  for (size_t i = 0; i < list.size(); ++i) plan.log_prompt += (i ? "\n" : "") + list[i].text;
+  params.logprobs = plan.logprobs;
+  const int32_t prompt_logprobs = plan.echo && plan.logprobs >= 0 ? plan.logprobs : -1;
+  return finish_plan(std::move(plan), std::move(list), params, max_tokens, "max_tokens", "prompt", 16, prompt_logprobs,
+                     skip_special, m, request_id);
+}
+
+ApiResult<GenerationPlan> parse_chat_request(const json& body, const ServedModel& m, const std::string& request_id) {
+  RequestFields f(body);
+  GenerationPlan plan;
+  plan.api = Api::kChat;
+  plan.id = response_id("chatcmpl-");
+  plan.created = unix_now();
+  plan.model = m.name;
+  check_model(f, m);
+  if (auto v = f.integer("n", 1, kMaxChoices)) plan.n = static_cast<int32_t>(*v);
+  auto max_tokens = f.integer("max_completion_tokens", 1, m.max_seq_len);
+  const char* max_field = "max_completion_tokens";
+  if (!max_tokens) {
+    max_tokens = f.integer("max_tokens", 1, m.max_seq_len);
+    max_field = "max_tokens";
+  }
+  bool logprobs = false;
+  if (auto v = f.boolean("logprobs")) logprobs = *v;
+  auto top = f.integer("top_logprobs", 0, llm::kMaxLogprobs);
+  if (top && !logprobs) f.fail_field("top_logprobs", "top_logprobs needs logprobs set to true");
+  plan.logprobs = logprobs ? static_cast<int32_t>(top.value_or(0)) : -1;
+  read_stream_fields(f, plan);
+  bool skip_special = true, add_special = false;
+  if (auto v = f.boolean("skip_special_tokens")) skip_special = *v;
+  if (auto v = f.boolean("add_special_tokens")) add_special = *v;
+  llm::SamplingParams params = m.defaults;
+  read_sampling_fields(f, m.vocab_size, params);
+  if (f.error()) return *f.error();
+  auto text = render_chat(body, m, f);
+  if (auto* e = std::get_if<ApiError>(&text)) return *e;
+  // The template writes BOS itself when the model wants one.
+  auto ids = m.tokenizer->encode(std::get<std::string>(text), add_special);
+  if (!ids) return ApiError::bad_field("messages", "the rendered conversation could not be tokenised: " + ids.status().message());
+  plan.log_prompt = std::get<std::string>(text);
+  std::vector<Prompt> prompts;
+  prompts.push_back({std::get<std::string>(text), std::move(*ids)});
+  params.logprobs = plan.logprobs;
+  const int64_t len = static_cast<int64_t>(prompts[0].tokens.size());
+  return finish_plan(std::move(plan), std::move(prompts), params, max_tokens, max_field, "messages",
+                     std::max<int64_t>(1, m.max_seq_len - len), -1, skip_special, m, request_id);
+}
+
+ApiResult<std::string> tokenize_response(const json& body, const ServedModel& m) {
+  RequestFields f(body);
+  check_model(f, m);
+  bool return_strs = false;
+  if (auto v = f.boolean("return_token_strs")) return_strs = *v;
+  std::vector<int32_t> ids;
+  if (f.get("messages")) {
+    bool add_special = false;
+    if (auto v = f.boolean("add_special_tokens")) add_special = *v;
+    if (f.error()) return *f.error();
+    auto text = render_chat(body, m, f);
+    if (auto* e = std::get_if<ApiError>(&text)) return *e;
+    auto r = m.tokenizer->encode(std::get<std::string>(text), add_special);
+    if (!r) return ApiError::bad_field("messages", r.status().message());
+    ids = std::move(*r);
+  } else {
+    auto prompt = f.string("prompt");
+    bool add_special = true;
+    if (auto v = f.boolean("add_special_tokens")) add_special = *v;
+    if (f.error()) return *f.error();
+    if (!prompt) return ApiError::bad_field("prompt", "give prompt (a string) or messages");
+    auto r = m.tokenizer->encode(*prompt, add_special);
+    if (!r) return ApiError::bad_field("prompt", r.status().message());
+    ids = std::move(*r);
+  }
+  json out = {{"count", ids.size()}, {"max_model_len", m.max_seq_len}, {"tokens", ids}, {"token_strs", nullptr}};
+  if (return_strs) {
+    json strs = json::array();
+    for (int32_t id : ids) strs.push_back(m.tokenizer->id_to_token(id).value_or(""));
+    out["token_strs"] = std::move(strs);
+  }
+  return dump_json(out);
+}
+
+ApiResult<std::string> detokenize_response(const json& body, const ServedModel& m) {
+  RequestFields f(body);
+  check_model(f, m);
+  if (!f.get("tokens") && !f.error()) f.fail_field("tokens", "tokens is required");
+  auto ids = f.token_ids("tokens", m.vocab_size, static_cast<size_t>(m.max_seq_len) * 4);
+  if (f.error()) return *f.error();
+  auto text = m.tokenizer->decode(*ids, false);
+  if (!text) return ApiError::bad_field("tokens", text.status().message());
+  return dump_json(json{{"prompt", *text}});
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,221 @@
+// The response side of the OpenAI-compatible API (openai_protocol.h): complete bodies, stream
+// chunks, model lists and error objects.
+#include "server/openai_protocol.h"
+#include "server/request_fields.h"
+
+namespace kiln::server {
+namespace {
+
+using nlohmann::json;
+
+json usage_json(const llm::RequestUsage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_prompt_tokens}}}};
+}
+
+json finish_json(llm::FinishReason r) {
+  if (r == llm::FinishReason::kNone) return nullptr;
+  return std::string(llm::finish_reason_name(r));
+}
+
+json logprob_value(const std::optional<float>& v) {
+  if (!v) return nullptr;
+  return *v;  // NaN and infinities are written as null by the JSON writer
+}
+
+// Completions' logprobs object over `tokens`, text offsets counted from `offset`.
+json completion_logprobs(const ServedModel& m, std::span<const llm::TokenInfo> tokens, size_t offset) {
+  json toks = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const auto& t : tokens) {
+    std::string s = m.token_text(t.token);
+    offsets.push_back(offset);
+    offset += s.size();
+    lps.push_back(logprob_value(t.logprob));
+    if (!t.logprob) {
+      tops.push_back(nullptr);
+    } else {
+      json top = json::object();
+      for (const auto& alt : t.top) {
+        std::string a = m.token_text(alt.token);
+        if (!top.contains(a)) top[a] = alt.logprob;
+      }
+      if (!top.contains(s)) top[s] = *t.logprob;  // the chosen token always shows, as vLLM does
+      tops.push_back(std::move(top));
+    }
+    toks.push_back(std::move(s));
+  }
+  return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+// Chat's logprobs.content entries for `tokens`.
+json chat_logprobs(const ServedModel& m, std::span<const llm::TokenInfo> tokens) {
+  json content = json::array();
+  for (const auto& t : tokens) {
+    std::string s = m.token_text(t.token);
+    json top = json::array();
+    for (const auto& alt : t.top) {
+      std::string a = m.token_text(alt.token);
+      top.push_back({{"token", a}, {"logprob", alt.logprob}, {"bytes", bytes_of(a)}});
+    }
+    content.push_back({{"token", s}, {"logprob", logprob_value(t.logprob)}, {"bytes", bytes_of(s)}, {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+class CompletionFormat : public ResponseFormat {
+ public:
+  explicit CompletionFormat(const ServedModel& m) : m_(m) {}
+
+  std::string stream_chunk(const GenerationPlan& plan, const ChoiceState& c, const PromptState& prompt,
+                           std::string_view text, std::span<const llm::TokenInfo> tokens, bool first) override {
+    std::string out_text;
+    std::vector<llm::TokenInfo> out_tokens;
+    if (first && plan.echo) {
+      out_text = plan.prompt_texts[c.request];
+      out_tokens = prompt.tokens;
+    }
+    if (!plan.discard_generated) {
+      out_text += text;
+      out_tokens.insert(out_tokens.end(), tokens.begin(), tokens.end());
+    }
+    json choice = {{"index", c.index}, {"text", out_text}, {"logprobs", nullptr},
+                   {"finish_reason", plan.discard_generated && c.finish != llm::FinishReason::kNone ? json("length") : finish_json(c.finish)},
+                   {"stop_reason", c.stop_string ? json(*c.stop_string) : json(nullptr)}};
+    if (plan.logprobs >= 0) choice["logprobs"] = completion_logprobs(m_, out_tokens, c.text_offset);
+    json chunk = {{"id", plan.id}, {"object", "text_completion"}, {"created", plan.created}, {"model", plan.model},
+                  {"choices", json::array({choice})}};
+    if (plan.include_usage) chunk["usage"] = nullptr;
+    return sse_event(dump_json(chunk));
+  }
+
+  std::string stream_end(const GenerationPlan& plan, const llm::RequestUsage& usage) override {
+    std::string out;
+    if (plan.include_usage) {
+      json chunk = {{"id", plan.id}, {"object", "text_completion"}, {"created", plan.created}, {"model", plan.model},
+                    {"choices", json::array()}, {"usage", usage_json(usage)}};
+      out += sse_event(dump_json(chunk));
+    }
+    return out + "data: [DONE]\n\n";
+  }
+
+  std::string stream_error(const ApiError& e) override { return sse_event(openai_error_body(e)) + "data: [DONE]\n\n"; }
+
+  std::string complete(const GenerationPlan& plan, const std::vector<ChoiceState>& choices,
+                       const std::vector<PromptState>& prompts, const llm::RequestUsage& usage) override {
+    json out = json::array();
+    for (const auto& c : choices) {
+      std::string text = plan.echo ? plan.prompt_texts[c.request] : "";
+      std::vector<llm::TokenInfo> tokens;
+      if (plan.echo) tokens = prompts[c.request].tokens;
+      if (!plan.discard_generated) {
+        text += c.text;
+        tokens.insert(tokens.end(), c.tokens.begin(), c.tokens.end());
+      }
+      json choice = {{"index", c.index}, {"text", text}, {"logprobs", nullptr},
+                     {"finish_reason", plan.discard_generated ? json("length") : finish_json(c.finish)},
+                     {"stop_reason", c.stop_string ? json(*c.stop_string) : json(nullptr)}};
+      if (plan.logprobs >= 0) choice["logprobs"] = completion_logprobs(m_, tokens, 0);
+      out.push_back(std::move(choice));
+    }
+    return dump_json({{"id", plan.id}, {"object", "text_completion"}, {"created", plan.created}, {"model", plan.model},
+                      {"choices", out}, {"usage", usage_json(usage)}});
+  }
+
+  HttpResponse error(const ApiError& e) override { return openai_error_response(e); }
+
+ private:
+  const ServedModel& m_;
+};
+
+class ChatFormat : public ResponseFormat {
+ public:
+  explicit ChatFormat(const ServedModel& m) : m_(m) {}
+
+  std::string stream_chunk(const GenerationPlan& plan, const ChoiceState& c, const PromptState&, std::string_view text,
+                           std::span<const llm::TokenInfo> tokens, bool first) override {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    delta["content"] = std::string(text);
+    json choice = {{"index", c.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish_json(c.finish)}};
+    if (plan.logprobs >= 0) choice["logprobs"] = chat_logprobs(m_, tokens);
+    json chunk = {{"id", plan.id}, {"object", "chat.completion.chunk"}, {"created", plan.created}, {"model", plan.model},
+                  {"choices", json::array({choice})}};
+    if (plan.include_usage) chunk["usage"] = nullptr;
+    return sse_event(dump_json(chunk));
+  }
+
+  std::string stream_end(const GenerationPlan& plan, const llm::RequestUsage& usage) override {
+    std::string out;
+    if (plan.include_usage) {
+      json chunk = {{"id", plan.id}, {"object", "chat.completion.chunk"}, {"created", plan.created}, {"model", plan.model},
+                    {"choices", json::array()}, {"usage", usage_json(usage)}};
+      out += sse_event(dump_json(chunk));
+    }
+    return out + "data: [DONE]\n\n";
+  }
+
+  std::string stream_error(const ApiError& e) override { return sse_event(openai_error_body(e)) + "data: [DONE]\n\n"; }
+
+  std::string complete(const GenerationPlan& plan, const std::vector<ChoiceState>& choices, const std::vector<PromptState>&,
+                       const llm::RequestUsage& usage) override {
+    json out = json::array();
+    for (const auto& c : choices) {
+      json choice = {{"index", c.index},
+                     {"message", {{"role", "assistant"}, {"content", c.text}}},
+                     {"logprobs", nullptr},
+                     {"finish_reason", finish_json(c.finish)},
+                     {"stop_reason", c.stop_string ? json(*c.stop_string) : json(nullptr)}};
+      if (plan.logprobs >= 0) choice["logprobs"] = chat_logprobs(m_, c.tokens);
+      out.push_back(std::move(choice));
+    }
+    return dump_json({{"id", plan.id}, {"object", "chat.completion"}, {"created", plan.created}, {"model", plan.model},
+                      {"choices", out}, {"usage", usage_json(usage)}});
+  }
+
+  HttpResponse error(const ApiError& e) override { return openai_error_response(e); }
+
+ private:
+  const ServedModel& m_;
+};
+
+json model_json(const ServedModel& m) {
+  return {{"id", m.name}, {"object", "model"}, {"created", m.created}, {"owned_by", "kiln"}, {"root", m.name},
+          {"max_model_len", m.max_seq_len}};
+}
+
+}  // namespace
+
+std::string models_response(const ServedModel& m) {
+  return dump_json({{"object", "list"}, {"data", json::array({model_json(m)})}});
+}
+
+std::string model_response(const ServedModel& m) { return dump_json(model_json(m)); }
+
+std::string openai_error_body(const ApiError& e) {
+  json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
+  if (e.param) err["param"] = *e.param;
+  if (e.code) err["code"] = *e.code;
+  return dump_json({{"error", err}});
+}
+
+HttpResponse openai_error_response(const ApiError& e) {
+  HttpResponse r;
+  r.status = e.status;
+  r.body = openai_error_body(e);
+  if (e.status == 429 || e.status == 503) r.headers.emplace_back("Retry-After", "1");
+  if (e.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+std::unique_ptr<ResponseFormat> make_completion_format(const ServedModel& m) { return std::make_unique<CompletionFormat>(m); }
+std::unique_ptr<ResponseFormat> make_chat_format(const ServedModel& m) { return std::make_unique<ChatFormat>(m); }
+
+}  // namespace kiln::server

@@ -1,0 +1,46 @@
+// ResponseFormat: how one API writes a generation's answer: the whole response body when it is
+// complete, or server-sent events as it streams. One implementation per API (OpenAI
+// completions, OpenAI chat, KServe generate), in that API's protocol file. Formats hold no state
+// of their own beyond the model they read token texts from; the GenerationJob keeps the choices.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/api_error.h"
+#include "server/generation_plan.h"
+#include "server/http_message.h"
+
+namespace kiln::server {
+
+class ResponseFormat {
+ public:
+  virtual ~ResponseFormat() = default;
+
+  // Streaming: the event(s) for new output of one choice. `text` and `tokens` are what arrived
+  // (`choice` already includes them); `first` on the choice's first chunk; `prompt` is its
+  // request's prompt state (for echo).
+  virtual std::string stream_chunk(const GenerationPlan& plan, const ChoiceState& choice, const PromptState& prompt,
+                                   std::string_view text, std::span<const llm::TokenInfo> tokens, bool first) = 0;
+  // Streaming: what follows the last chunk (the usage chunk when asked, and the end marker).
+  virtual std::string stream_end(const GenerationPlan& plan, const llm::RequestUsage& usage) = 0;
+  // Streaming: an error after the response has started.
+  virtual std::string stream_error(const ApiError& error) = 0;
+  // The complete (non-streaming) response body.
+  virtual std::string complete(const GenerationPlan& plan, const std::vector<ChoiceState>& choices,
+                               const std::vector<PromptState>& prompts, const llm::RequestUsage& usage) = 0;
+  // A refusal before any output, in this API's error shape.
+  virtual HttpResponse error(const ApiError& error) = 0;
+};
+
+// "data: <json>\n\n", one server-sent event.
+inline std::string sse_event(std::string_view json) {
+  std::string out = "data: ";
+  out += json;
+  out += "\n\n";
+  return out;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,29 @@
+// HTTP routing: which endpoint a method and path name. Unknown paths are 404; a known path with
+// the wrong method is 405 (with the methods it allows). Health, readiness and metadata of
+// KServe and /health are open without an API key; everything else needs one when the server
+// has one. Pure function; safe from any thread.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace kiln::server {
+
+enum class Endpoint {
+  kCompletions, kChat, kModels, kModel, kTokenize, kDetokenize, kMetrics, kHealth,
+  kLive, kReady, kServerMetadata, kModelMetadata, kModelReady, kGenerate, kGenerateStream,
+  kNone,  // no route: see Route::status
+};
+
+struct Route {
+  Endpoint endpoint = Endpoint::kNone;
+  std::string model;         // the {m} of /v2/models/{m}/... and /v1/models/{id}
+  int status = 200;          // 404 or 405 when endpoint is kNone
+  std::string allow;         // 405: the allowed methods
+  bool open = false;         // served without an API key
+  std::string_view name = "other";  // the endpoint label in metrics and logs
+};
+
+Route route_request(std::string_view method, std::string_view path);
+
+}  // namespace kiln::server

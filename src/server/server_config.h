@@ -1,0 +1,29 @@
+// ServerConfig: how the HTTP server listens and what it allows, from `kiln serve`'s flags,
+// validated once at start-up (validate_server_config) so that a bad value fails there with one
+// clear line rather than in the middle of a request. Plain data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+
+namespace kiln::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8000;                       // 0: any free port (the bound one is reported)
+  std::string api_key;                   // empty: no key needed
+  bool log_prompts = false;              // prompt text in the access log
+  size_t max_body_bytes = 4u << 20;      // larger bodies: 413
+  size_t max_header_bytes = 16u << 10;   // larger headers: 431
+  double request_timeout_s = 30;         // a request must arrive whole within this, else 408 and close
+  double idle_timeout_s = 60;            // a keep-alive connection with no request is closed after this
+  double shutdown_grace_s = 30;          // SIGTERM: running requests get this long to finish
+  int network_threads = 2;
+};
+
+Status validate_server_config(const ServerConfig& config);
+
+}  // namespace kiln::server

@@ -1,0 +1,153 @@
+// CPU kernels of general tensor ops, against plain references computed here, over odd sizes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backends/cpu/tensor_graph_runner.h"
+#include "backends/cpu/tensor_kernel.h"
+#include "ir/ops.h"
+#include "ir/tensor_ops.h"
+
+namespace kiln::cpu {
+namespace {
+
+ir::Tensor random_f32(const ir::Shape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  ir::Tensor t(ir::DType::kF32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data<float>()[i] = dist(rng);
+  return t;
+}
+
+ir::Node node(const std::string& op, size_t outputs = 1) {
+  ir::Node n;
+  n.op = op;
+  n.name = "n";
+  n.outputs.resize(outputs);
+  return n;
+}
+
+TEST(TensorKernels, EveryTensorOpHasACpuKernel) {
+  for (const auto& op : ir::tensor_op_names()) EXPECT_NE(tensor_kernel(op), nullptr) << op;
+}
+
+TEST(TensorKernels, BroadcastingAddMatchesReference) {
+  const ir::Tensor a = random_f32({7, 1, 83}, 1), b = random_f32({5, 1}, 2);
+  std::vector<ir::Tensor> out;
+  ASSERT_TRUE(tensor_run_node(node("Add"), {&a, &b}, out).is_ok());
+  ASSERT_EQ(out[0].shape(), (ir::Shape{7, 5, 83}));
+  for (int64_t i = 0; i < 7; ++i) {
+    for (int64_t j = 0; j < 5; ++j) {
+      for (int64_t k = 0; k < 83; ++k) {
+        const float want = a.data<float>()[i * 83 + k] + b.data<float>()[j];
+        ASSERT_FLOAT_EQ(out[0].data<float>()[(i * 5 + j) * 83 + k], want);
+      }
+    }
+  }
+}
+
+TEST(TensorKernels, MismatchedShapesAreAnErrorNamingTheNode) {
+  const ir::Tensor a = random_f32({3, 4}, 1), b = random_f32({5}, 2);
+  std::vector<ir::Tensor> out;
+  Status st = tensor_run_node(node("Mul"), {&a, &b}, out);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("node 'n' (Mul)"), std::string::npos);
+}
+
+TEST(TensorKernels, BatchedMatMulMatchesReference) {
+  const ir::Tensor a = random_f32({2, 7, 83}, 3), b = random_f32({83, 13}, 4);
+  std::vector<ir::Tensor> out;
+  ASSERT_TRUE(tensor_run_node(node("MatMul"), {&a, &b}, out).is_ok());
+  ASSERT_EQ(out[0].shape(), (ir::Shape{2, 7, 13}));
+  for (int64_t p = 0; p < 2; ++p) {
+    for (int64_t i = 0; i < 7; ++i) {
+      for (int64_t j = 0; j < 13; ++j) {
+        double want = 0;
+        for (int64_t k = 0; k < 83; ++k) want += double(a.data<float>()[(p * 7 + i) * 83 + k]) * b.data<float>()[k * 13 + j];
+        EXPECT_NEAR(out[0].data<float>()[(p * 7 + i) * 13 + j], want, 1e-4);
+      }
+    }
+  }
+}
+
+TEST(TensorKernels, ConvWithPaddingAndStrideMatchesReference) {
+  const ir::Tensor x = random_f32({1, 2, 7, 5}, 5), w = random_f32({3, 2, 3, 3}, 6);
+  ir::Node n = node("Conv");
+  n.attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  n.attrs["strides"] = std::vector<int64_t>{2, 1};
+  std::vector<ir::Tensor> out;
+  ASSERT_TRUE(tensor_run_node(n, {&x, &w}, out).is_ok());
+  ASSERT_EQ(out[0].shape(), (ir::Shape{1, 3, 4, 5}));
+  for (int64_t m = 0; m < 3; ++m) {
+    for (int64_t oh = 0; oh < 4; ++oh) {
+      for (int64_t ow = 0; ow < 5; ++ow) {
+        double want = 0;
+        for (int64_t c = 0; c < 2; ++c) {
+          for (int64_t kh = 0; kh < 3; ++kh) {
+            for (int64_t kw = 0; kw < 3; ++kw) {
+              const int64_t h = oh * 2 - 1 + kh, ww = ow - 1 + kw;
+              if (h < 0 || h >= 7 || ww < 0 || ww >= 5) continue;
+              want += double(x.data<float>()[(c * 7 + h) * 5 + ww]) * w.data<float>()[((m * 2 + c) * 3 + kh) * 3 + kw];
+            }
+          }
+        }
+        EXPECT_NEAR(out[0].data<float>()[(m * 4 + oh) * 5 + ow], want, 1e-5);
+      }
+    }
+  }
+}
+
+TEST(TensorKernels, ReshapeSharesStorageAndInfersMinusOne) {
+  const ir::Tensor x = random_f32({6, 4}, 7);
+  ir::Tensor shape(ir::DType::kI64, {2});
+  shape.mutable_data<int64_t>()[0] = -1;
+  shape.mutable_data<int64_t>()[1] = 3;
+  std::vector<ir::Tensor> out;
+  ASSERT_TRUE(tensor_run_node(node("Reshape"), {&x, &shape}, out).is_ok());
+  EXPECT_EQ(out[0].shape(), (ir::Shape{8, 3}));
+  EXPECT_EQ(out[0].bytes(), x.bytes());
+}
+
+TEST(TensorKernels, GatherRefusesAnOutOfRangeIndex) {
+  const ir::Tensor x = random_f32({4, 3}, 8);
+  ir::Tensor idx(ir::DType::kI64, {1});
+  idx.mutable_data<int64_t>()[0] = 4;
+  std::vector<ir::Tensor> out;
+  Status st = tensor_run_node(node("Gather"), {&x, &idx}, out);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("out of range"), std::string::npos);
+}
+
+TEST(TensorGraphRunner, ChecksInputsBeforeRunning) {
+  ir::Graph g;
+  const int64_t batch = g.dim_symbol("batch");
+  ir::ValueId a = g.add_value("a", ir::DType::kF32, {batch, 3});
+  ir::ValueId b = g.add_value("b", ir::DType::kF32, {batch, 3});
+  ir::ValueId c = g.add_value("c", ir::DType::kF32, {batch, 3});
+  g.inputs() = {a, b};
+  ir::Node n = node("Add");
+  n.name = "sum";
+  n.inputs = {a, b};
+  n.outputs = {c};
+  g.nodes().push_back(n);
+  g.outputs() = {c};
+  ASSERT_TRUE(ir::verify(g).is_ok());
+  auto runner = TensorGraphRunner::create(g);
+  ASSERT_TRUE(runner);
+  auto ok = (*runner)->run({{"a", random_f32({2, 3}, 1)}, {"b", random_f32({2, 3}, 2)}});
+  ASSERT_TRUE(ok) << ok.status().message();
+  EXPECT_EQ((*ok)[0].second.shape(), (ir::Shape{2, 3}));
+  auto missing = (*runner)->run({{"a", random_f32({2, 3}, 1)}});
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.status().message().find("missing input 'b'"), std::string::npos);
+  auto bound = (*runner)->run({{"a", random_f32({2, 3}, 1)}, {"b", random_f32({4, 3}, 2)}});
+  ASSERT_FALSE(bound);
+  EXPECT_NE(bound.status().message().find("'batch'"), std::string::npos);
+  auto wrong = (*runner)->run({{"a", random_f32({2, 4}, 1)}, {"b", random_f32({2, 4}, 2)}});
+  ASSERT_FALSE(wrong);
+  EXPECT_NE(wrong.status().message().find("[batch,3]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -1,0 +1,114 @@
+// `kiln check`, `kiln build model.onnx` and `kiln eval --input` as a user runs them.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/npy.h"
+#include "nlohmann/json.hpp"
+#include "support/onnx_test_models.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using kiln::testing::onnx_model;
+using kiln::testing::onnx_node;
+using kiln::testing::onnx_value;
+
+struct CliRun {
+  int status = -1;
+  std::string out;
+};
+
+CliRun kiln(const std::string& args) {
+  CliRun r;
+  FILE* p = popen((std::string(KILN_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int raw = pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  return r;
+}
+
+class OnnxCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kiln_onnx_cli_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    // y = Softmax(x * x, axis -1) over x [batch, 5]
+    onnx::ModelProto m = onnx_model();
+    auto* g = m.mutable_graph();
+    *g->add_input() = onnx_value("x", onnx::TensorProto::FLOAT, {"batch", "5"});
+    *g->add_output() = onnx_value("y", onnx::TensorProto::FLOAT, {"batch", "5"});
+    onnx_node(g, "Mul", {"x", "x"}, {"sq"});
+    onnx_node(g, "Softmax", {"sq"}, {"y"});
+    kiln::testing::onnx_save(m, p("good.onnx"));
+    onnx_node(g, "Frobnicate", {"y"}, {"z"}, "frob");
+    kiln::testing::onnx_save(m, p("bad.onnx"));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string p(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+TEST_F(OnnxCliTest, CheckPassesAGoodModelAndListsUnsupportedNodes) {
+  CliRun good = kiln("check " + p("good.onnx"));
+  EXPECT_EQ(good.status, 0) << good.out;
+  CliRun bad = kiln("check " + p("bad.onnx"));
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_NE(bad.out.find("node 'frob' (Frobnicate, ai.onnx opset 13): unsupported op"), std::string::npos) << bad.out;
+  CliRun json = kiln("check --json " + p("bad.onnx"));
+  EXPECT_EQ(json.status, 1);
+  auto parsed = nlohmann::json::parse(json.out);
+  EXPECT_FALSE(parsed.at("supported").get<bool>());
+  EXPECT_EQ(parsed.at("unsupported").at(0).at("op_type"), "Frobnicate");
+}
+
+TEST_F(OnnxCliTest, BuildAndEvalRunTheModelOnNpyInputs) {
+  CliRun built = kiln("build " + p("good.onnx") + " -o " + p("good.kiln") + " --no-autotune");
+  ASSERT_EQ(built.status, 0) << built.out;
+  ir::Tensor x(ir::DType::kF32, {2, 5});
+  for (int i = 0; i < 10; ++i) x.mutable_data<float>()[i] = 0.1f * static_cast<float>(i);
+  ASSERT_TRUE(npy_write(p("x.npy"), x).is_ok());
+  CliRun ran = kiln("eval " + p("good.kiln") + " --input x=" + p("x.npy") + " --outputs-dir " + p("out"));
+  ASSERT_EQ(ran.status, 0) << ran.out;
+  auto y = npy_read(p("out/y.npy"));
+  ASSERT_TRUE(y) << y.status().message();
+  ASSERT_EQ(y->shape(), (ir::Shape{2, 5}));
+  for (int r = 0; r < 2; ++r) {
+    double sum = 0;
+    for (int c = 0; c < 5; ++c) {
+      double denom = 0;
+      const double v = 0.1 * (r * 5 + c);
+      for (int k = 0; k < 5; ++k) denom += std::exp(0.01 * (r * 5 + k) * (r * 5 + k) - v * v);
+      EXPECT_NEAR(y->data<float>()[r * 5 + c], 1.0 / denom, 1e-6);
+      sum += y->data<float>()[r * 5 + c];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
+  ir::Tensor wrong(ir::DType::kI64, {2, 5});
+  ASSERT_TRUE(npy_write(p("w.npy"), wrong).is_ok());
+  CliRun bad = kiln("eval " + p("good.kiln") + " --input x=" + p("w.npy") + " --outputs-dir " + p("out"));
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("input 'x' is i64, the model takes f32"), std::string::npos) << bad.out;
+  CliRun missing = kiln("eval " + p("good.kiln") + " --outputs-dir " + p("out"));
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.out.find("missing input 'x'"), std::string::npos) << missing.out;
+}
+
+TEST_F(OnnxCliTest, BuildRefusesAnUnsupportedModelNamingTheNode) {
+  CliRun r = kiln("build " + p("bad.onnx") + " -o " + p("bad.kiln"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("node 'frob'"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(p("bad.kiln")));
+}
+
+}  // namespace
+}  // namespace kiln::cli

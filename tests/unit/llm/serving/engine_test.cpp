@@ -1,0 +1,591 @@
+// The serving engine on a real model: the bundled demo Llama (models/demo), built once per test
+// process into a temporary engine file (f32, no autotuning) and run on the CPU backend. The
+// checks are invariances: many requests at once give what each gives alone; the prefix cache
+// and preemption change nothing in the output; the same seed gives the same text.
+#include "llm/serving/engine.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/cpu_tuner.h"
+#include "engine/engine_builder.h"
+#include "llm/generation/generator.h"
+#include "runtime/sequence_runner.h"
+
+namespace kiln::llm {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The demo model, loaded once per process; tests take turns with its executor.
+class Demo {
+ public:
+  static Demo& get() {
+    static Demo demo;
+    return demo;
+  }
+  bool ok() const { return executor_ != nullptr && tokenizer_ != nullptr; }
+  const std::string& error() const { return error_; }
+  runtime::Executor& executor() { return *executor_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  int64_t vocab() const { return model_->facts().vocab_size; }
+  std::vector<int32_t> eos() const { return {*tokenizer_->eos_id()}; }
+
+  std::vector<int32_t> encode(const std::string& text) const {
+    auto ids = tokenizer_->encode(text, true);
+    EXPECT_TRUE(ids) << ids.status().message();
+    return ids ? *ids : std::vector<int32_t>{};
+  }
+
+  // One sequence alone through Generator, on a cache of its own: the reference.
+  GenerationResult alone(const std::vector<int32_t>& prompt, const SamplingParams& params) {
+    runtime::KvCache cache(executor_->kv_cache_spec(64, 16));
+    Generator gen(*executor_, cache, *tokenizer_, vocab());
+    auto r = gen.generate(prompt, params, eos(), nullptr);
+    EXPECT_TRUE(r) << r.status().message();
+    return r ? *r : GenerationResult{};
+  }
+
+  ~Demo() {
+    if (!path_.empty()) fs::remove(path_);
+  }
+
+ private:
+  Demo() {
+    // One thread on both the test's thread and the engine's: no OpenMP team spinning at
+    // barriers on a loaded machine.
+    cpu::cpu_set_threads(1);
+    path_ = (fs::temp_directory_path() / ("kiln_serving_demo_" + std::to_string(getpid()) + ".kiln")).string();
+    cpu::CpuKernelTuner tuner(cpu::isa_active());
+    engine::EngineBuildRequest req;
+    req.model_dir = std::string(KILN_SOURCE_DIR) + "/models/demo";
+    req.output_path = path_;
+    req.options.matmul_format = ir::WeightFormat::kF32;
+    req.options.max_batch_tokens = 256;
+    req.options.autotune = false;
+    engine::EngineBuildHooks hooks;
+    hooks.tuner = &tuner;
+    if (Status st = engine::build_engine(req, hooks); !st) {
+      error_ = st.message();
+      return;
+    }
+    auto model = runtime::LoadedModel::load(path_);
+    if (!model) {
+      error_ = model.status().message();
+      return;
+    }
+    model_ = std::move(*model);
+    auto ex = runtime::Executor::create(*model_, backend_);
+    if (!ex) {
+      error_ = ex.status().message();
+      return;
+    }
+    auto tok = tokenizer_from_files(model_->files());
+    if (!tok) {
+      error_ = tok.status().message();
+      return;
+    }
+    executor_ = std::move(*ex);
+    tokenizer_ = std::move(*tok);
+  }
+
+  std::string path_, error_;
+  std::unique_ptr<runtime::LoadedModel> model_;
+  cpu::CpuBackend backend_;
+  std::unique_ptr<runtime::Executor> executor_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+// Everything one request produced.
+struct Outcome {
+  std::vector<std::string> text;
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<FinishReason> finish;
+  std::vector<TokenInfo> prompt_logprobs;
+  RequestUsage usage;
+  std::string error;
+  bool finished = false;
+  int deltas = 0;
+};
+
+void absorb(Outcome& o, std::vector<RequestEvent>& events) {
+  for (RequestEvent& e : events) {
+    switch (e.kind) {
+      case RequestEvent::Kind::kPromptLogprobs:
+        EXPECT_EQ(o.deltas, 0) << "prompt logprobs after a delta";
+        o.prompt_logprobs = std::move(e.tokens);
+        break;
+      case RequestEvent::Kind::kDelta: {
+        const auto c = static_cast<size_t>(e.choice);
+        if (o.text.size() <= c) {
+          o.text.resize(c + 1);
+          o.tokens.resize(c + 1);
+          o.finish.resize(c + 1, FinishReason::kNone);
+        }
+        EXPECT_EQ(o.finish[c], FinishReason::kNone) << "a delta after the choice's last";
+        o.text[c] += e.text;
+        for (const TokenInfo& t : e.tokens) o.tokens[c].push_back(t.token);
+        o.finish[c] = e.finish;
+        ++o.deltas;
+        break;
+      }
+      case RequestEvent::Kind::kFinished:
+        o.usage = e.usage;
+        o.finished = true;
+        EXPECT_GE(e.first_token_s, e.queue_s);
+        break;
+      case RequestEvent::Kind::kError:
+        o.error = e.error;
+        break;
+    }
+  }
+  events.clear();
+}
+
+// Waits for the stream to complete (a minute at most, so that a bug fails instead of hanging).
+Outcome collect(ResponseStream& stream) {
+  Outcome o;
+  std::vector<RequestEvent> events;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (true) {
+    const bool done = stream.pop_all(events);
+    absorb(o, events);
+    if (done) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "the request did not complete";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return o;
+}
+
+// Waits until `pred` holds for the engine's stats.
+template <typename Pred>
+bool wait_for_stats(const ServingEngine& engine, Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred(engine.stats())) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
+SamplingParams greedy(int32_t max_tokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = max_tokens;
+  return p;
+}
+
+GenerationRequest make_request(std::vector<int32_t> prompt, SamplingParams params) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.params = std::move(params);
+  r.skip_special_tokens = false;  // as Generator decodes
+  return r;
+}
+
+const std::vector<std::string> kTexts = {
+    "It is a truth universally",
+    "Sherlock Holmes took",
+    "In the beginning God created",
+    "Call me Ishmael.",
+    "Mr. Darcy walked",
+    "And the LORD said unto Moses,",
+    "The whale",
+    "\"My dear Watson,\" said he,",
+    "Elizabeth could not help",
+    "Then the captain of the ship",
+    "She was",
+    "It was a dark and stormy night, and the wind",
+    "Emma Woodhouse, handsome, clever, and rich, with a comfortable home",
+    "Blessed are the",
+    "I have no doubt that",
+    "Upon my word,",
+};
+
+class ServingEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Demo& demo = Demo::get();
+    ASSERT_TRUE(demo.ok()) << demo.error();
+  }
+  Demo& demo() { return Demo::get(); }
+
+  std::unique_ptr<ServingEngine> make_engine(ServingOptions options) {
+    options.on_engine_thread_start = [] { cpu::cpu_set_threads(1); };
+    // 128 blocks (8 full-length sequences) rather than the default's 2048: quicker to set up.
+    if (options.kv_cache_bytes == 0) options.kv_cache_bytes = 128 * demo().executor().kv_cache_spec(1, 16).bytes();
+    auto e = ServingEngine::create(demo().executor(), demo().tokenizer(), demo().eos(), options);
+    EXPECT_TRUE(e) << e.status().message();
+    return e ? std::move(*e) : nullptr;
+  }
+};
+
+TEST_F(ServingEngineTest, ConcurrentGreedyEqualsEachAlone) {
+  std::vector<GenerationResult> expected;
+  for (const std::string& t : kTexts) expected.push_back(demo().alone(demo().encode(t), greedy(24)));
+
+  auto engine = make_engine({});
+  ASSERT_NE(engine, nullptr);
+  std::vector<std::shared_ptr<ResponseStream>> streams;
+  for (const std::string& t : kTexts) {
+    auto s = engine->submit(make_request(demo().encode(t), greedy(24)));
+    ASSERT_TRUE(s) << s.status().message();
+    streams.push_back(*s);
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    const Outcome o = collect(*streams[i]);
+    ASSERT_TRUE(o.finished) << o.error;
+    ASSERT_EQ(o.text.size(), 1u);
+    EXPECT_EQ(o.tokens[0], expected[i].tokens) << kTexts[i];
+    EXPECT_EQ(o.text[0], expected[i].text) << kTexts[i];
+    EXPECT_EQ(o.finish[0], expected[i].finish);
+    EXPECT_EQ(o.usage.prompt_tokens, expected[i].prompt_tokens);
+    EXPECT_EQ(o.usage.completion_tokens, static_cast<int64_t>(expected[i].tokens.size()));
+  }
+  const ServingStats st = engine->stats();
+  EXPECT_EQ(st.requests_finished, static_cast<int64_t>(kTexts.size()));
+  EXPECT_GT(st.steps, 0);
+  EXPECT_GT(st.generated_tokens, 0);
+  EXPECT_EQ(st.running, 0);
+  EXPECT_EQ(st.kv_blocks_used, 0);
+}
+
+TEST_F(ServingEngineTest, SameSeedSameText) {
+  auto engine = make_engine({});
+  ASSERT_NE(engine, nullptr);
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_p = 0.95f;
+  p.max_tokens = 32;
+  p.ignore_eos = true;
+  p.seed = 42;
+  SamplingParams other = p;
+  other.seed = 43;
+  const auto prompt = demo().encode(kTexts[0]);
+  auto a = engine->submit(make_request(prompt, p));
+  auto noise = engine->submit(make_request(demo().encode(kTexts[1]), p));
+  auto b = engine->submit(make_request(prompt, p));
+  auto c = engine->submit(make_request(prompt, other));
+  ASSERT_TRUE(a && b && c && noise);
+  const Outcome oa = collect(**a), ob = collect(**b), oc = collect(**c);
+  collect(**noise);
+  ASSERT_TRUE(oa.finished && ob.finished && oc.finished);
+  EXPECT_EQ(oa.text[0], ob.text[0]);
+  EXPECT_EQ(oa.tokens[0], ob.tokens[0]);
+  EXPECT_NE(oa.tokens[0], oc.tokens[0]);
+  EXPECT_EQ(oa.finish[0], FinishReason::kLength);
+  // The same seed alone gives the same text as in the batch.
+  engine.reset();
+  EXPECT_EQ(demo().alone(prompt, p).text, oa.text[0]);
+}
+
+// 8 requests sharing a long prefix: the first alone, then the rest together.
+std::vector<Outcome> run_shared_prefix(ServingEngine& engine, Demo& demo) {
+  std::string prefix = kTexts[12];
+  for (int i = 0; i < 4; ++i) prefix += " " + kTexts[static_cast<size_t>(i)];
+  std::vector<Outcome> out;
+  auto first = engine.submit(make_request(demo.encode(prefix + " and"), greedy(16)));
+  EXPECT_TRUE(first);
+  if (!first) return out;
+  out.push_back(collect(**first));
+  std::vector<std::shared_ptr<ResponseStream>> streams;
+  for (size_t i = 1; i < 8; ++i) {
+    auto s = engine.submit(make_request(demo.encode(prefix + " " + kTexts[i + 3]), greedy(16)));
+    EXPECT_TRUE(s);
+    if (s) streams.push_back(*s);
+  }
+  for (auto& s : streams) out.push_back(collect(*s));
+  return out;
+}
+
+TEST_F(ServingEngineTest, SharedPrefixHitsTheCacheAndChangesNothing) {
+  ServingOptions cached;
+  ServingOptions uncached;
+  uncached.prefix_caching = false;
+  std::vector<Outcome> with, without;
+  ServingStats stats_with;
+  {
+    auto engine = make_engine(cached);
+    ASSERT_NE(engine, nullptr);
+    with = run_shared_prefix(*engine, demo());
+    stats_with = engine->stats();
+  }
+  {
+    auto engine = make_engine(uncached);
+    ASSERT_NE(engine, nullptr);
+    without = run_shared_prefix(*engine, demo());
+    EXPECT_EQ(engine->stats().prefix_hits, 0);
+  }
+  ASSERT_EQ(with.size(), 8u);
+  ASSERT_EQ(without.size(), 8u);
+  EXPECT_GT(stats_with.prefix_hits, 0);
+  EXPECT_GT(stats_with.prefix_queries, stats_with.prefix_hits);
+  EXPECT_EQ(with[0].usage.cached_prompt_tokens, 0);
+  for (size_t i = 0; i < 8; ++i) {
+    ASSERT_TRUE(with[i].finished && without[i].finished);
+    EXPECT_EQ(with[i].text, without[i].text) << i;
+    EXPECT_EQ(with[i].tokens, without[i].tokens) << i;
+    EXPECT_EQ(without[i].usage.cached_prompt_tokens, 0);
+    if (i > 0) {
+      EXPECT_GE(with[i].usage.cached_prompt_tokens, 16) << i;
+    }
+  }
+}
+
+TEST_F(ServingEngineTest, PreemptionGivesIdenticalOutputs) {
+  std::vector<GenerationResult> expected;
+  SamplingParams p = greedy(40);
+  p.ignore_eos = true;
+  for (size_t i = 0; i < 8; ++i) expected.push_back(demo().alone(demo().encode(kTexts[i]), p));
+
+  ServingOptions o;
+  // 8 blocks of 16 positions: each request needs up to 4, eight of them run at once.
+  o.kv_cache_bytes = 8 * demo().executor().kv_cache_spec(1, 16).bytes();
+  for (const bool caching : {true, false}) {
+    o.prefix_caching = caching;
+    auto engine = make_engine(o);
+    ASSERT_NE(engine, nullptr);
+    EXPECT_EQ(engine->stats().kv_blocks_total, 8);
+    std::vector<std::shared_ptr<ResponseStream>> streams;
+    for (size_t i = 0; i < 8; ++i) {
+      auto s = engine->submit(make_request(demo().encode(kTexts[i]), p));
+      ASSERT_TRUE(s) << s.status().message();
+      streams.push_back(*s);
+    }
+    for (size_t i = 0; i < streams.size(); ++i) {
+      const Outcome out = collect(*streams[i]);
+      ASSERT_TRUE(out.finished) << out.error;
+      EXPECT_EQ(out.tokens[0], expected[i].tokens) << "caching " << caching << ": " << kTexts[i];
+      EXPECT_EQ(out.text[0], expected[i].text);
+    }
+    EXPECT_GT(engine->stats().preemptions, 0) << "caching " << caching;
+    EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+  }
+}
+
+TEST_F(ServingEngineTest, CancellationMidStreamFreesItsBlocks) {
+  auto engine = make_engine({});
+  ASSERT_NE(engine, nullptr);
+  SamplingParams p = greedy(400);
+  p.ignore_eos = true;
+  auto s = engine->submit(make_request(demo().encode(kTexts[0]), p));
+  ASSERT_TRUE(s);
+  std::vector<RequestEvent> events;
+  Outcome o;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (o.deltas < 3 && std::chrono::steady_clock::now() < deadline) {
+    (*s)->pop_all(events);
+    absorb(o, events);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GE(o.deltas, 3);
+  EXPECT_GT(engine->stats().kv_blocks_used, 0);
+  (*s)->cancel();
+  EXPECT_TRUE(wait_for_stats(*engine, [](const ServingStats& st) { return st.running == 0 && st.kv_blocks_used == 0; }));
+  const Outcome rest = collect(**s);
+  EXPECT_FALSE(rest.finished);
+  EXPECT_FALSE(rest.error.empty());
+  EXPECT_EQ(engine->stats().requests_failed, 1);
+  // The engine goes on serving.
+  auto next = engine->submit(make_request(demo().encode(kTexts[1]), greedy(4)));
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(collect(**next).finished);
+}
+
+TEST_F(ServingEngineTest, RefusesAFullQueueAndWhatCanNeverFit) {
+  ServingOptions o;
+  o.max_num_seqs = 1;
+  o.max_queue = 2;
+  auto engine = make_engine(o);
+  ASSERT_NE(engine, nullptr);
+  SamplingParams p = greedy(400);
+  p.ignore_eos = true;
+  auto running = engine->submit(make_request(demo().encode(kTexts[0]), p));
+  ASSERT_TRUE(running);
+  // Once it runs, two more can wait behind it, and the next is refused.
+  ASSERT_TRUE(wait_for_stats(*engine, [](const ServingStats& st) { return st.running == 1; }));
+  auto w1 = engine->submit(make_request(demo().encode(kTexts[1]), greedy(4)));
+  auto w2 = engine->submit(make_request(demo().encode(kTexts[2]), greedy(4)));
+  ASSERT_TRUE(w1 && w2);
+  auto refused = engine->submit(make_request(demo().encode(kTexts[3]), greedy(4)));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+
+  const int64_t max_len = engine->max_seq_len();
+  auto too_long = engine->submit(make_request(std::vector<int32_t>(static_cast<size_t>(max_len - 3), 5), greedy(4)));
+  ASSERT_FALSE(too_long);
+  EXPECT_EQ(too_long.status().code(), StatusCode::kInvalidArgument);
+  auto bad_token = engine->submit(make_request({0, static_cast<int32_t>(engine->vocab_size())}, greedy(4)));
+  ASSERT_FALSE(bad_token);
+  EXPECT_EQ(bad_token.status().code(), StatusCode::kInvalidArgument);
+  auto empty = engine->submit(make_request({}, greedy(4)));
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+
+  (*running)->cancel();
+  EXPECT_TRUE(collect(**w1).finished);
+  EXPECT_TRUE(collect(**w2).finished);
+}
+
+TEST_F(ServingEngineTest, KvPoolRefusesWhatCouldNeverFit) {
+  ServingOptions o;
+  o.kv_cache_bytes = 2 * demo().executor().kv_cache_spec(1, 16).bytes();  // 32 positions
+  auto engine = make_engine(o);
+  ASSERT_NE(engine, nullptr);
+  auto big = engine->submit(make_request(demo().encode(kTexts[0]), greedy(40)));
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.status().code(), StatusCode::kInvalidArgument);
+  auto fits = engine->submit(make_request(demo().encode(kTexts[0]), greedy(8)));
+  ASSERT_TRUE(fits) << fits.status().message();
+  EXPECT_TRUE(collect(**fits).finished);
+}
+
+TEST_F(ServingEngineTest, PromptLogprobsMatchAPlainFeed) {
+  const auto prompt = demo().encode(kTexts[11] + " " + kTexts[12]);
+  ASSERT_GT(prompt.size(), 20u);
+  const auto v = static_cast<size_t>(demo().vocab());
+  std::vector<float> logits;
+  {
+    runtime::KvCache cache(demo().executor().kv_cache_spec(16, 16));
+    runtime::SequenceRunner runner(demo().executor(), cache, demo().vocab());
+    auto rows = runner.feed(prompt, true);
+    ASSERT_TRUE(rows) << rows.status().message();
+    logits = std::move(*rows);
+  }
+  ServingOptions o;
+  o.max_batch_tokens = 8;  // the prompt runs in chunks over several steps
+  auto engine = make_engine(o);
+  ASSERT_NE(engine, nullptr);
+  for (int round = 0; round < 2; ++round) {  // the second finds the prompt cached, and must not use it
+    GenerationRequest req = make_request(prompt, greedy(3));
+    req.prompt_logprobs = 2;
+    auto s = engine->submit(std::move(req));
+    ASSERT_TRUE(s);
+    const Outcome o2 = collect(**s);
+    ASSERT_TRUE(o2.finished) << o2.error;
+    ASSERT_EQ(o2.prompt_logprobs.size(), prompt.size());
+    EXPECT_FALSE(o2.prompt_logprobs[0].logprob.has_value());
+    for (size_t i = 1; i < prompt.size(); ++i) {
+      const TokenInfo& t = o2.prompt_logprobs[i];
+      EXPECT_EQ(t.token, prompt[i]);
+      ASSERT_TRUE(t.logprob.has_value());
+      const float* row = logits.data() + (i - 1) * v;
+      double max = row[0];
+      for (size_t k = 0; k < v; ++k) max = std::max<double>(max, row[k]);
+      double sum = 0;
+      for (size_t k = 0; k < v; ++k) sum += std::exp(static_cast<double>(row[k]) - max);
+      const double expected = row[prompt[i]] - max - std::log(sum);
+      EXPECT_NEAR(*t.logprob, expected, 1e-4) << "position " << i;
+      ASSERT_EQ(t.top.size(), 2u);
+      const auto best = static_cast<int32_t>(std::max_element(row, row + v) - row);
+      EXPECT_EQ(t.top[0].token, best);
+      EXPECT_GE(t.top[0].logprob, t.top[1].logprob);
+    }
+    EXPECT_EQ(o2.usage.cached_prompt_tokens, 0);
+  }
+}
+
+TEST_F(ServingEngineTest, TwoChoicesShareThePrompt) {
+  const auto prompt = demo().encode(kTexts[12] + " " + kTexts[0]);
+  ASSERT_GT(prompt.size(), 17u);
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.max_tokens = 12;
+  p.ignore_eos = true;
+  p.seed = 7;
+  SamplingParams p8 = p;
+  p8.seed = 8;
+  const std::string alone7 = demo().alone(prompt, p).text;
+  const std::string alone8 = demo().alone(prompt, p8).text;
+
+  auto engine = make_engine({});
+  ASSERT_NE(engine, nullptr);
+  GenerationRequest req = make_request(prompt, p);
+  req.n = 2;
+  auto s = engine->submit(std::move(req));
+  ASSERT_TRUE(s);
+  const Outcome o = collect(**s);
+  ASSERT_TRUE(o.finished) << o.error;
+  ASSERT_EQ(o.text.size(), 2u);
+  EXPECT_EQ(o.text[0], alone7);
+  EXPECT_EQ(o.text[1], alone8);
+  EXPECT_EQ(o.finish[0], FinishReason::kLength);
+  EXPECT_EQ(o.finish[1], FinishReason::kLength);
+  EXPECT_EQ(o.usage.completion_tokens, 24);
+  EXPECT_EQ(o.usage.prompt_tokens, static_cast<int64_t>(prompt.size()));
+  EXPECT_GE(engine->stats().prefix_hits, 16) << "the second choice should find the prompt cached";
+}
+
+TEST_F(ServingEngineTest, StopStringsAndObserver) {
+  const auto prompt = demo().encode(kTexts[0]);
+  const GenerationResult full = demo().alone(prompt, greedy(30));
+  auto engine = make_engine({});
+  ASSERT_NE(engine, nullptr);
+  std::atomic<int64_t> observed_tokens{0}, observed_steps{0};
+  engine->set_step_observer([&](double seconds, int64_t tokens) {
+    EXPECT_GE(seconds, 0.0);
+    observed_tokens += tokens;
+    ++observed_steps;
+  });
+  ASSERT_GT(full.text.size(), 12u);
+  SamplingParams p = greedy(30);
+  p.stop = {full.text.substr(8, 4)};
+  auto s = engine->submit(make_request(prompt, p));
+  ASSERT_TRUE(s);
+  const Outcome o = collect(**s);
+  ASSERT_TRUE(o.finished);
+  EXPECT_EQ(o.finish[0], FinishReason::kStop);
+  EXPECT_EQ(o.text[0], full.text.substr(0, full.text.find(p.stop[0])));
+  EXPECT_TRUE(wait_for_stats(*engine, [&](const ServingStats& st) { return st.steps == observed_steps.load(); }));
+  EXPECT_GT(observed_tokens.load(), static_cast<int64_t>(prompt.size()));
+}
+
+TEST_F(ServingEngineTest, ShutdownEndsWhatIsLeftAndRefusesMore) {
+  auto engine = make_engine({});
+  ASSERT_NE(engine, nullptr);
+  SamplingParams p = greedy(400);
+  p.ignore_eos = true;
+  auto s = engine->submit(make_request(demo().encode(kTexts[0]), p));
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(wait_for_stats(*engine, [](const ServingStats& st) { return st.generated_tokens > 0; }));
+  engine->shutdown(0);
+  const Outcome o = collect(**s);
+  EXPECT_FALSE(o.finished);
+  EXPECT_NE(o.error.find("shutting down"), std::string::npos) << o.error;
+  auto late = engine->submit(make_request(demo().encode(kTexts[1]), greedy(4)));
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.status().code(), StatusCode::kResourceExhausted);
+  engine->shutdown(0);  // a second call is harmless
+}
+
+TEST_F(ServingEngineTest, ShutdownGraceLetsRequestsFinish) {
+  auto engine = make_engine({});
+  ASSERT_NE(engine, nullptr);
+  auto s = engine->submit(make_request(demo().encode(kTexts[0]), greedy(8)));
+  ASSERT_TRUE(s);
+  engine->shutdown(60);
+  const Outcome o = collect(**s);
+  EXPECT_TRUE(o.finished) << o.error;
+}
+
+TEST_F(ServingEngineTest, RejectsBadOptions) {
+  ServingOptions o;
+  o.max_batch_tokens = demo().executor().max_tokens() + 1;
+  auto e = ServingEngine::create(demo().executor(), demo().tokenizer(), demo().eos(), o);
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+  ServingOptions tiny;
+  tiny.kv_cache_bytes = 100;
+  EXPECT_FALSE(ServingEngine::create(demo().executor(), demo().tokenizer(), demo().eos(), tiny));
+}
+
+}  // namespace
+}  // namespace kiln::llm

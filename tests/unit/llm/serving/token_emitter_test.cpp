@@ -1,0 +1,150 @@
+#include "llm/serving/token_emitter.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+namespace kiln::llm {
+namespace {
+
+constexpr size_t kVocab = 8192;  // the demo tokenizer's
+
+const Tokenizer& demo_tokenizer() {
+  static std::unique_ptr<Tokenizer> tokenizer = [] {
+    auto files = tokenizer_files_in_dir(std::string(KILN_SOURCE_DIR) + "/models/demo");
+    EXPECT_TRUE(files) << files.status().message();
+    auto t = tokenizer_from_files(*files);
+    EXPECT_TRUE(t) << t.status().message();
+    return std::move(*t);
+  }();
+  return *tokenizer;
+}
+
+// A row whose largest logit is `token`.
+std::vector<float> row_for(int32_t token) {
+  std::vector<float> row(kVocab, 0.0f);
+  row[static_cast<size_t>(token)] = 10.0f;
+  return row;
+}
+
+SamplingParams greedy(int32_t max_tokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = max_tokens;
+  return p;
+}
+
+TEST(TokenEmitter, GreedyFastPathAgreesWithTheSampler) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  SamplingParams p = greedy(100);
+  p.logprobs = 3;
+  p.ignore_eos = true;
+  const std::vector<int32_t> prompt = {0, 5, 6};
+  TokenEmitter emitter(p, prompt, demo_tokenizer(), false, {}, 1000);
+  Sampler sampler(p, prompt);
+  for (int i = 0; i < 50; ++i) {
+    std::vector<float> row(kVocab);
+    for (float& v : row) v = normal(rng);
+    if (i % 3 == 0) row[17] = std::numeric_limits<float>::quiet_NaN();
+    if (i % 5 == 0) row[40] = row[41] = 100.0f;  // a tie goes to the lower id
+    RequestEvent event;
+    auto token = emitter.step(row, event);
+    ASSERT_TRUE(token) << token.status().message();
+    auto expected = sampler.sample(row);
+    ASSERT_TRUE(expected);
+    EXPECT_EQ(*token, expected->token);
+    ASSERT_EQ(event.tokens.size(), 1u);
+    EXPECT_EQ(event.tokens[0].token, expected->token);
+    ASSERT_TRUE(event.tokens[0].logprob.has_value());
+    EXPECT_EQ(*event.tokens[0].logprob, *expected->logprob);
+    ASSERT_EQ(event.tokens[0].top.size(), 3u);
+    for (size_t k = 0; k < 3; ++k) EXPECT_EQ(event.tokens[0].top[k].token, expected->top[k].token);
+  }
+}
+
+TEST(TokenEmitter, EndsAtTheEnginesMaximumLength) {
+  SamplingParams p = greedy(10);
+  p.ignore_eos = true;
+  const std::vector<int32_t> prompt = {0, 300, 301, 302, 303};
+  TokenEmitter emitter(p, prompt, demo_tokenizer(), false, {}, 7);
+  for (int i = 0; i < 3; ++i) {
+    RequestEvent event;
+    ASSERT_TRUE(emitter.step(row_for(400 + i), event));
+    EXPECT_EQ(event.finish, i < 2 ? FinishReason::kNone : FinishReason::kLength) << i;
+    EXPECT_EQ(event.tokens.size(), 1u);
+  }
+  EXPECT_TRUE(emitter.finished());
+  EXPECT_EQ(emitter.num_generated(), 3);
+}
+
+TEST(TokenEmitter, StopTokenIsNotEmittedButEosIs) {
+  SamplingParams p = greedy(10);
+  p.stop_token_ids = {77};
+  const std::vector<int32_t> eos = {1};
+  {
+    TokenEmitter emitter(p, std::vector<int32_t>{0}, demo_tokenizer(), false, eos, 1000);
+    RequestEvent event;
+    ASSERT_TRUE(emitter.step(row_for(300), event));
+    EXPECT_EQ(event.finish, FinishReason::kNone);
+    ASSERT_TRUE(emitter.step(row_for(77), event));
+    EXPECT_EQ(event.finish, FinishReason::kStop);
+    EXPECT_TRUE(event.tokens.empty());
+  }
+  {
+    TokenEmitter emitter(p, std::vector<int32_t>{0}, demo_tokenizer(), true, eos, 1000);
+    RequestEvent event;
+    ASSERT_TRUE(emitter.step(row_for(1), event));
+    EXPECT_EQ(event.finish, FinishReason::kStop);
+    ASSERT_EQ(event.tokens.size(), 1u);
+    EXPECT_EQ(event.tokens[0].token, 1);
+    EXPECT_EQ(event.text, "");
+  }
+}
+
+TEST(TokenEmitter, TextOfTheDeltasIsTheDecodedText) {
+  SamplingParams p = greedy(6);
+  p.ignore_eos = true;
+  const auto ids = demo_tokenizer().encode("Sherlock Holmes took a hand", false);
+  ASSERT_TRUE(ids);
+  ASSERT_GE(ids->size(), 4u);
+  TokenEmitter emitter(p, std::vector<int32_t>{0}, demo_tokenizer(), false, {}, 1000);
+  std::string text;
+  for (int32_t id : *ids) {
+    RequestEvent event;
+    ASSERT_TRUE(emitter.step(row_for(id), event));
+    text += event.text;
+    if (emitter.finished()) break;
+  }
+  auto expected = demo_tokenizer().decode(std::span<const int32_t>(*ids).first(std::min<size_t>(ids->size(), 6)));
+  ASSERT_TRUE(expected);
+  EXPECT_EQ(text, *expected);
+}
+
+TEST(TokenEmitter, ARowWithoutAFiniteLogitIsAnError) {
+  TokenEmitter emitter(greedy(4), std::vector<int32_t>{0}, demo_tokenizer(), false, {}, 1000);
+  std::vector<float> row(kVocab, -std::numeric_limits<float>::infinity());
+  row[3] = std::numeric_limits<float>::quiet_NaN();
+  RequestEvent event;
+  auto token = emitter.step(row, event);
+  ASSERT_FALSE(token);
+  EXPECT_EQ(token.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(TokenEmitter, PromptTokenInfo) {
+  std::vector<float> row(kVocab, 0.0f);
+  row[9] = 2.0f;
+  row[4] = 1.0f;
+  const TokenInfo info = prompt_token_info(row, 4, 2);
+  EXPECT_EQ(info.token, 4);
+  const double norm = std::log(std::exp(2.0) + std::exp(1.0) + static_cast<double>(kVocab - 2));
+  EXPECT_NEAR(*info.logprob, 1.0 - norm, 1e-5);
+  ASSERT_EQ(info.top.size(), 2u);
+  EXPECT_EQ(info.top[0].token, 9);
+  EXPECT_EQ(info.top[1].token, 4);
+}
+
+}  // namespace
+}  // namespace kiln::llm

@@ -1,0 +1,407 @@
+#include "server/openai_protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "server/kserve_protocol.h"
+#include "server/request_fields.h"
+
+namespace kiln::server {
+namespace {
+
+using nlohmann::json;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The demo model's tokenizer, template and generation config, as an engine would carry them.
+const ServedModel& demo() {
+  static ServedModel* m = [] {
+    std::map<std::string, std::string> files;
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+      files[f] = read_file(std::string(KILN_SOURCE_DIR) + "/models/demo/" + f);
+    }
+    auto r = served_model_from_files(files, "demo", 512, 8192, std::nullopt);
+    EXPECT_TRUE(r.has_value()) << r.status().message();
+    return new ServedModel(std::move(*r));
+  }();
+  return *m;
+}
+
+GenerationPlan completion(const std::string& body) {
+  auto r = parse_completion_request(json::parse(body), demo(), "req");
+  if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << body << ": " << e->message;
+  return std::get<GenerationPlan>(std::move(r));
+}
+
+ApiError completion_error(const std::string& body) {
+  auto r = parse_completion_request(json::parse(body), demo(), "req");
+  if (!std::holds_alternative<ApiError>(r)) {
+    ADD_FAILURE() << "accepted: " << body;
+    return {};
+  }
+  return std::get<ApiError>(r);
+}
+
+ApiError chat_error(const std::string& body) {
+  auto r = parse_chat_request(json::parse(body), demo(), "req");
+  if (!std::holds_alternative<ApiError>(r)) {
+    ADD_FAILURE() << "accepted: " << body;
+    return {};
+  }
+  return std::get<ApiError>(r);
+}
+
+TEST(OpenAiCompletions, StringPromptGetsBosAndModelDefaults) {
+  GenerationPlan p = completion(R"({"model": "demo", "prompt": "It is a truth"})");
+  ASSERT_EQ(p.requests.size(), 1u);
+  const auto& r = p.requests[0];
+  ASSERT_FALSE(r.prompt.empty());
+  EXPECT_EQ(r.prompt[0], 0);  // <s>
+  EXPECT_EQ(r.params.max_tokens, 16);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.8f);  // generation_config.json
+  EXPECT_EQ(r.params.top_k, 40);
+  EXPECT_EQ(r.n, 1);
+  EXPECT_EQ(r.prompt_logprobs, -1);
+  EXPECT_FALSE(p.stream);
+  EXPECT_EQ(p.prompt_texts[0], "It is a truth");
+  EXPECT_EQ(p.id.rfind("cmpl-", 0), 0u);
+}
+
+TEST(OpenAiCompletions, RequestValuesOverrideDefaults) {
+  GenerationPlan p = completion(R"({"prompt": "x", "max_tokens": 5, "temperature": 0, "top_k": -1, "top_p": 0.5,
+      "min_p": 0.1, "seed": 7, "stop": "\n", "n": 3, "presence_penalty": 0.5, "frequency_penalty": -0.5,
+      "repetition_penalty": 1.1, "logit_bias": {"42": -100}, "ignore_eos": true, "stream": true,
+      "stream_options": {"include_usage": true}, "logprobs": 2, "echo": true})");
+  const auto& r = p.requests[0];
+  EXPECT_EQ(r.params.max_tokens, 5);
+  EXPECT_EQ(r.params.temperature, 0.0f);
+  EXPECT_EQ(r.params.top_k, 0);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.min_p, 0.1f);
+  EXPECT_EQ(r.params.seed, 7u);
+  EXPECT_EQ(r.params.stop, std::vector<std::string>{"\n"});
+  EXPECT_EQ(r.n, 3);
+  EXPECT_FLOAT_EQ(r.params.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.params.repetition_penalty, 1.1f);
+  EXPECT_EQ(r.params.logit_bias.at(42), -100.0f);
+  EXPECT_TRUE(r.params.ignore_eos);
+  EXPECT_EQ(r.params.logprobs, 2);
+  EXPECT_EQ(r.prompt_logprobs, 2);
+  EXPECT_TRUE(p.stream);
+  EXPECT_TRUE(p.include_usage);
+  EXPECT_TRUE(p.echo);
+}
+
+TEST(OpenAiCompletions, PromptShapes) {
+  EXPECT_EQ(completion(R"({"prompt": ["a", "b c"]})").requests.size(), 2u);
+  GenerationPlan ids = completion(R"({"prompt": [0, 100, 200]})");
+  ASSERT_EQ(ids.requests.size(), 1u);
+  EXPECT_EQ(ids.requests[0].prompt, (std::vector<int32_t>{0, 100, 200}));
+  GenerationPlan lists = completion(R"({"prompt": [[0, 5], [0, 6, 7]]})");
+  ASSERT_EQ(lists.requests.size(), 2u);
+  EXPECT_EQ(lists.requests[1].prompt, (std::vector<int32_t>{0, 6, 7}));
+  EXPECT_NE(lists.requests[0].request_id, lists.requests[1].request_id);
+}
+
+TEST(OpenAiCompletions, EchoWithZeroMaxTokensScoresThePromptOnly) {
+  GenerationPlan p = completion(R"({"prompt": "It is a truth", "max_tokens": 0, "echo": true, "logprobs": 1})");
+  EXPECT_TRUE(p.discard_generated);
+  EXPECT_EQ(p.requests[0].params.max_tokens, 1);
+  EXPECT_EQ(p.requests[0].prompt_logprobs, 1);
+  EXPECT_EQ(completion_error(R"({"prompt": "x", "max_tokens": 0})").param, "max_tokens");
+}
+
+TEST(OpenAiCompletions, DefaultMaxTokensShrinksToTheContextLeft) {
+  std::vector<int> ids(510, 5);
+  json body = {{"prompt", ids}};
+  auto r = parse_completion_request(body, demo(), "req");
+  ASSERT_TRUE(std::holds_alternative<GenerationPlan>(r));
+  EXPECT_EQ(std::get<GenerationPlan>(r).requests[0].params.max_tokens, 2);
+}
+
+struct BadCase {
+  const char* body;
+  const char* param;  // "" = no param
+  int status = 400;
+};
+
+TEST(OpenAiCompletions, MalformedBodiesAre400NamingTheField) {
+  const BadCase cases[] = {
+      {R"({})", "prompt"},
+      {R"({"prompt": 5})", "prompt"},
+      {R"({"prompt": []})", "prompt"},
+      {R"({"prompt": [true]})", "prompt"},
+      {R"({"prompt": [[]]})", "prompt"},
+      {R"({"prompt": [1, -1]})", "prompt"},
+      {R"({"prompt": [1, 8192]})", "prompt"},
+      {R"({"prompt": "x", "model": "gpt-4"})", "model"},
+      {R"({"prompt": "x", "model": 3})", "model"},
+      {R"({"prompt": "x", "max_tokens": -1})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 100000})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": "16"})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens"},
+      {R"({"prompt": "x", "temperature": 3})", "temperature"},
+      {R"({"prompt": "x", "temperature": "hot"})", "temperature"},
+      {R"({"prompt": "x", "top_p": 0})", "top_p"},
+      {R"({"prompt": "x", "top_p": 1.5})", "top_p"},
+      {R"({"prompt": "x", "top_k": -2})", "top_k"},
+      {R"({"prompt": "x", "min_p": 2})", "min_p"},
+      {R"({"prompt": "x", "presence_penalty": 3})", "presence_penalty"},
+      {R"({"prompt": "x", "frequency_penalty": -3})", "frequency_penalty"},
+      {R"({"prompt": "x", "repetition_penalty": 0})", "repetition_penalty"},
+      {R"({"prompt": "x", "n": 0})", "n"},
+      {R"({"prompt": "x", "n": 1000})", "n"},
+      {R"({"prompt": ["a", "b", "c"], "n": 8})", "n"},
+      {R"({"prompt": "x", "best_of": 3})", "best_of"},
+      {R"({"prompt": "x", "stop": 5})", "stop"},
+      {R"({"prompt": "x", "stop": [""]})", "stop"},
+      {R"({"prompt": "x", "stop": ["a", 1]})", "stop"},
+      {R"({"prompt": "x", "logit_bias": {"abc": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"99999": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"5": 101}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": [1]})", "logit_bias"},
+      {R"({"prompt": "x", "logprobs": 21})", "logprobs"},
+      {R"({"prompt": "x", "stream": "yes"})", "stream"},
+      {R"({"prompt": "x", "stream_options": {"include_usage": 1}})", "stream_options.include_usage"},
+      {R"({"prompt": "x", "seed": "s"})", "seed"},
+      {R"({"prompt": "x", "suffix": "tail"})", "suffix"},
+      {R"({"prompt": "x", "ignore_eos": 1})", "ignore_eos"},
+      {R"({"prompt": "x", "stop_token_ids": [9999999]})", "stop_token_ids"},
+  };
+  for (const auto& c : cases) {
+    ApiError e = completion_error(c.body);
+    EXPECT_EQ(e.status, c.status) << c.body;
+    EXPECT_EQ(e.param.value_or(""), c.param) << c.body << ": " << e.message;
+    EXPECT_FALSE(e.message.empty());
+  }
+}
+
+TEST(OpenAiCompletions, TooLongPromptNamesPromptAndTooManyTokensNamesMaxTokens) {
+  std::vector<int> ids(512, 5);
+  auto r = parse_completion_request(json{{"prompt", ids}}, demo(), "req");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(r));
+  EXPECT_EQ(std::get<ApiError>(r).param, "prompt");
+  std::vector<int> shorter(500, 5);
+  auto r2 = parse_completion_request(json{{"prompt", shorter}, {"max_tokens", 20}}, demo(), "req");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(r2));
+  EXPECT_EQ(std::get<ApiError>(r2).param, "max_tokens");
+  EXPECT_NE(std::get<ApiError>(r2).message.find("512"), std::string::npos);
+}
+
+TEST(OpenAiChat, MessagesGoThroughTheDemoTemplate) {
+  auto r = parse_chat_request(json::parse(R"({"model": "demo", "messages": [
+      {"role": "system", "content": "A quiet morning."},
+      {"role": "user", "content": [{"type": "text", "text": "Who is there?"}]}], "max_tokens": 8})"),
+                              demo(), "req");
+  ASSERT_TRUE(std::holds_alternative<GenerationPlan>(r)) << std::get<ApiError>(r).message;
+  const GenerationPlan& p = std::get<GenerationPlan>(r);
+  EXPECT_EQ(p.prompt_texts[0], "<s>A quiet morning.\n\n\"Who is there?\" said the visitor.\n\n\"");
+  EXPECT_EQ(p.requests[0].prompt[0], 0);
+  EXPECT_NE(p.requests[0].prompt[1], 0);  // the template's BOS only, none added by the tokenizer
+  EXPECT_EQ(p.requests[0].params.max_tokens, 8);
+  EXPECT_EQ(p.id.rfind("chatcmpl-", 0), 0u);
+}
+
+TEST(OpenAiChat, DefaultMaxTokensIsTheRestOfTheContextAndMaxCompletionTokensWins) {
+  auto r = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "Hi"}]})"), demo(), "req");
+  const GenerationPlan& p = std::get<GenerationPlan>(r);
+  EXPECT_EQ(p.requests[0].params.max_tokens + static_cast<int64_t>(p.requests[0].prompt.size()), 512);
+  auto r2 = parse_chat_request(
+      json::parse(R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 9, "max_completion_tokens": 4,
+                      "logprobs": true, "top_logprobs": 3})"),
+      demo(), "req");
+  EXPECT_EQ(std::get<GenerationPlan>(r2).requests[0].params.max_tokens, 4);
+  EXPECT_EQ(std::get<GenerationPlan>(r2).requests[0].params.logprobs, 3);
+}
+
+TEST(OpenAiChat, MalformedBodiesAre400NamingTheField) {
+  const BadCase cases[] = {
+      {R"({})", "messages"},
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": "hi"})", "messages"},
+      {R"({"messages": [5]})", "messages[0]"},
+      {R"({"messages": [{"content": "hi"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "wizard", "content": "hi"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "user"}]})", "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})",
+       "messages[0].content[0].type"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 50})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 0})", "max_completion_tokens"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "model": "other"})", "model"},
+  };
+  for (const auto& c : cases) {
+    ApiError e = chat_error(c.body);
+    EXPECT_EQ(e.status, c.status) << c.body;
+    EXPECT_EQ(e.param.value_or(""), c.param) << c.body << ": " << e.message;
+  }
+}
+
+TEST(OpenAiChat, ModelWithoutTemplateIsAClearError) {
+  std::map<std::string, std::string> files = {
+      {"tokenizer.json", read_file(std::string(KILN_SOURCE_DIR) + "/models/demo/tokenizer.json")}};
+  auto m = served_model_from_files(files, "bare", 512, 8192, std::nullopt);
+  ASSERT_TRUE(m.has_value()) << m.status().message();
+  auto r = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "hi"}]})"), *m, "req");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(r));
+  EXPECT_NE(std::get<ApiError>(r).message.find("--chat-template"), std::string::npos);
+  // ... and one given at start-up works.
+  auto with = served_model_from_files(files, "bare", 512, 8192, std::string("{% for m in messages %}[{{ m.content }}]{% endfor %}"));
+  ASSERT_TRUE(with.has_value()) << with.status().message();
+  auto ok = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "hi"}]})"), *with, "req");
+  ASSERT_TRUE(std::holds_alternative<GenerationPlan>(ok));
+  EXPECT_EQ(std::get<GenerationPlan>(ok).prompt_texts[0], "[hi]");
+}
+
+TEST(OpenAiBody, InvalidJsonAndInvalidUtf8AreRefused) {
+  for (const std::string& body : {std::string("{"), std::string("[1, 2]"), std::string("\"text\""), std::string(""),
+                                 std::string("{\"prompt\": \"\xff\xfe\"}")}) {
+    auto r = parse_json_object(body);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << body;
+    EXPECT_EQ(std::get<ApiError>(r).status, 400);
+  }
+  EXPECT_TRUE(std::holds_alternative<json>(parse_json_object("{\"prompt\": \"caf\xc3\xa9\"}")));
+}
+
+TEST(OpenAiTokenize, RoundTrip) {
+  auto t = tokenize_response(json::parse(R"({"prompt": "It is a truth"})"), demo());
+  ASSERT_TRUE(std::holds_alternative<std::string>(t));
+  json tj = json::parse(std::get<std::string>(t));
+  EXPECT_EQ(tj["max_model_len"], 512);
+  EXPECT_EQ(tj["count"], tj["tokens"].size());
+  EXPECT_EQ(tj["tokens"][0], 0);
+  auto d = detokenize_response(json{{"tokens", tj["tokens"]}}, demo());
+  ASSERT_TRUE(std::holds_alternative<std::string>(d));
+  EXPECT_EQ(json::parse(std::get<std::string>(d))["prompt"], "<s>It is a truth");
+  auto chat = tokenize_response(json::parse(R"({"messages": [{"role": "user", "content": "Hi"}]})"), demo());
+  ASSERT_TRUE(std::holds_alternative<std::string>(chat));
+  EXPECT_TRUE(std::holds_alternative<ApiError>(detokenize_response(json::parse(R"({"tokens": [1, 99999]})"), demo())));
+  EXPECT_TRUE(std::holds_alternative<ApiError>(detokenize_response(json::parse(R"({})"), demo())));
+}
+
+TEST(OpenAiResponses, CompleteCompletionWithEchoAndLogprobs) {
+  GenerationPlan p = completion(R"({"prompt": "It is", "echo": true, "logprobs": 1, "max_tokens": 2})");
+  std::vector<ChoiceState> choices(1);
+  choices[0].text = " a";
+  choices[0].finish = llm::FinishReason::kLength;
+  llm::TokenInfo gen;
+  gen.token = p.requests[0].prompt.back();
+  gen.logprob = -1.5f;
+  gen.top = {{gen.token, -1.5f}};
+  choices[0].tokens = {gen};
+  std::vector<PromptState> prompts(1);
+  for (size_t i = 0; i < p.requests[0].prompt.size(); ++i) {
+    llm::TokenInfo t;
+    t.token = p.requests[0].prompt[i];
+    if (i > 0) t.logprob = -2.0f;
+    prompts[0].tokens.push_back(t);
+  }
+  llm::RequestUsage usage{3, 2, 0};
+  json out = json::parse(make_completion_format(demo())->complete(p, choices, prompts, usage));
+  EXPECT_EQ(out["object"], "text_completion");
+  EXPECT_EQ(out["model"], "demo");
+  EXPECT_EQ(out["choices"][0]["text"], "It is a");
+  EXPECT_EQ(out["choices"][0]["finish_reason"], "length");
+  const json& lp = out["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), prompts[0].tokens.size() + 1);
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());  // the first prompt token has no logprob
+  EXPECT_DOUBLE_EQ(lp["token_logprobs"][1].get<double>(), -2.0);
+  EXPECT_DOUBLE_EQ(lp["token_logprobs"].back().get<double>(), -1.5);
+  EXPECT_TRUE(lp["top_logprobs"].back().is_object());
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  EXPECT_EQ(out["usage"]["total_tokens"], 5);
+}
+
+TEST(OpenAiResponses, ChatStreamChunksAndEnd) {
+  auto r = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "Hi"}], "stream": true,
+      "stream_options": {"include_usage": true}})"), demo(), "req");
+  const GenerationPlan& p = std::get<GenerationPlan>(r);
+  auto fmt = make_chat_format(demo());
+  ChoiceState c;
+  c.text = "Yes";
+  std::string first = fmt->stream_chunk(p, c, PromptState{}, "Yes", {}, true);
+  ASSERT_EQ(first.rfind("data: ", 0), 0u);
+  ASSERT_EQ(first.substr(first.size() - 2), "\n\n");
+  json j = json::parse(first.substr(6));
+  EXPECT_EQ(j["object"], "chat.completion.chunk");
+  EXPECT_EQ(j["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["delta"]["content"], "Yes");
+  EXPECT_TRUE(j["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(j.contains("usage") && j["usage"].is_null());
+  c.finish = llm::FinishReason::kStop;
+  json last = json::parse(fmt->stream_chunk(p, c, PromptState{}, "", {}, false).substr(6));
+  EXPECT_FALSE(last["choices"][0]["delta"].contains("role"));
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
+  std::string end = fmt->stream_end(p, llm::RequestUsage{4, 2, 0});
+  EXPECT_NE(end.find("\"total_tokens\":6"), std::string::npos);
+  EXPECT_EQ(end.substr(end.size() - 14), "data: [DONE]\n\n");
+}
+
+TEST(OpenAiResponses, ErrorObjectShapeAndHeaders) {
+  ApiError e = ApiError::bad_field("max_tokens", "max_tokens must be positive");
+  json j = json::parse(openai_error_body(e));
+  EXPECT_EQ(j["error"]["message"], "max_tokens must be positive");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "max_tokens");
+  EXPECT_TRUE(j["error"]["code"].is_null());
+  HttpResponse busy = openai_error_response({429, "busy", "rate_limit_error", std::nullopt, "server_busy"});
+  EXPECT_EQ(busy.status, 429);
+  ASSERT_EQ(busy.headers.size(), 1u);
+  EXPECT_EQ(busy.headers[0].first, "Retry-After");
+}
+
+TEST(OpenAiResponses, InvalidUtf8InOutputIsReplacedNotFatal) {
+  GenerationPlan p = completion(R"({"prompt": "x"})");
+  std::vector<ChoiceState> choices(1);
+  choices[0].text = "ab\xe2\x80";  // a character cut short
+  json out = json::parse(make_completion_format(demo())->complete(p, choices, {PromptState{}}, {}));
+  EXPECT_EQ(out["choices"][0]["text"], "ab\xef\xbf\xbd");
+}
+
+TEST(KServe, GenerateReadsTopLevelAndParameters) {
+  auto r = parse_kserve_generate(json::parse(R"({"text_input": "It is", "max_tokens": 4,
+      "parameters": {"temperature": 0, "stop": ["."]}})"), demo(), "id1", false);
+  ASSERT_TRUE(std::holds_alternative<GenerationPlan>(r)) << std::get<ApiError>(r).message;
+  const auto& p = std::get<GenerationPlan>(r);
+  EXPECT_EQ(p.requests[0].params.max_tokens, 4);
+  EXPECT_EQ(p.requests[0].params.temperature, 0.0f);
+  EXPECT_EQ(p.requests[0].params.stop, std::vector<std::string>{"."});
+  auto bad = parse_kserve_generate(json::parse(R"({"parameters": {}})"), demo(), "id", false);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
+  EXPECT_EQ(std::get<ApiError>(bad).param, "text_input");
+  auto bad2 = parse_kserve_generate(json::parse(R"({"text_input": "x", "parameters": {"temperature": -1}})"), demo(), "id", false);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(bad2));
+  EXPECT_EQ(std::get<ApiError>(bad2).param, "parameters.temperature");
+  HttpResponse e = kserve_error_response(std::get<ApiError>(bad2));
+  EXPECT_EQ(e.status, 400);
+  EXPECT_TRUE(json::parse(e.body)["error"].is_string());
+}
+
+TEST(KServe, ResponsesAndMetadata) {
+  auto r = parse_kserve_generate(json::parse(R"({"text_input": "It is"})"), demo(), "id1", true);
+  const auto& p = std::get<GenerationPlan>(r);
+  auto fmt = make_kserve_format(demo());
+  ChoiceState c;
+  c.text = "abc";
+  c.finish = llm::FinishReason::kLength;
+  json whole = json::parse(fmt->complete(p, {c}, {PromptState{}}, {}));
+  EXPECT_EQ(whole["text_output"], "abc");
+  EXPECT_EQ(whole["model_name"], "demo");
+  json chunk = json::parse(fmt->stream_chunk(p, c, {}, "c", {}, false).substr(6));
+  EXPECT_EQ(chunk["text_output"], "c");
+  EXPECT_EQ(chunk["finish_reason"], "length");
+  EXPECT_EQ(json::parse(kserve_model_metadata(demo()))["name"], "demo");
+  EXPECT_EQ(json::parse(kserve_server_metadata())["extensions"][0], "generate");
+}
+
+}  // namespace
+}  // namespace kiln::server
