@@ -63,6 +63,7 @@ Expected<std::unique_ptr<passes::KernelTuner>> make_tuner(const BuildArgs& a, bo
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaKernelTuner> tuner, cuda::CudaKernelTuner::create(time_on_gpu));
   return std::unique_ptr<passes::KernelTuner>(std::move(tuner));
 #else
+  (void)autotune;
   return invalid_argument("this kiln has no CUDA backend; configure it with -DKILN_CUDA=ON to build cuda engines");
 #endif
 }
