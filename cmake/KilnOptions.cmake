@@ -11,7 +11,8 @@ if(KILN_WERROR)
 endif()
 
 add_library(kiln_flags INTERFACE)
-target_compile_options(kiln_flags INTERFACE ${KILN_WARNINGS})
+# CXX only: nvcc (the CUDA backend) takes its own flags, see KilnCuda.cmake.
+target_compile_options(kiln_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:${KILN_WARNINGS}>)
 if(KILN_SANITIZE)
   target_compile_options(kiln_flags INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer
                          -fno-sanitize-recover=undefined)

@@ -14,7 +14,7 @@ tests/templates/setup.sh build/templates
 tests/e2e/setup.sh build/ci/e2e
 export KILN_PARITY_DIR="$PWD/build/parity" KILN_TEMPLATES_DIR="$PWD/build/templates"
 
-echo "== release build (warnings are errors)"
+echo "== release build (warnings are errors; with the CUDA backend and its gpu-labelled tests, which skip without a GPU, where nvcc is found)"
 cmake --preset ci >/dev/null
 cmake --build --preset ci -j "$jobs"
 ctest --preset ci -j "$jobs" -LE e2e

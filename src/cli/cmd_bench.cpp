@@ -1,5 +1,7 @@
 // kiln bench ENGINE [--prompt 512] [--decode 128] [--repeat 3] [--threads N]
 // kiln bench ENGINE --offline --batch N [--prompt P] [--decode D] [--threads N]
+// Runs on the engine's backend (a cuda-sm90 engine on the GPU, where the bandwidth is the
+// device's copy bandwidth).
 //
 // Prefill: one prompt of --prompt random tokens, in steps of the engine's max batch tokens.
 // Decode: --decode single-token steps after it. Each figure is the median of --repeat runs. The
@@ -20,6 +22,9 @@
 #include <thread>
 
 #include "backends/cpu/memory_bandwidth.h"
+#if KILN_HAVE_CUDA
+#include "backends/cuda/cuda_device.h"
+#endif
 #include "base/mapped_file.h"
 #include "cli/commands.h"
 #include "llm/serving/engine.h"
@@ -79,6 +84,17 @@ void print_page_sizes(const engine::EngineFile& file) {
   }
 }
 
+// Bytes/s the weights can stream at: the CPU's read bandwidth, or the GPU's copy bandwidth.
+double measure_bandwidth(bool gpu) {
+#if KILN_HAVE_CUDA
+  if (gpu) {
+    auto bw = cuda::cuda_measure_copy_bandwidth(0);
+    return bw ? *bw : 0.0;
+  }
+#endif
+  return gpu ? 0.0 : cpu::measure_read_bandwidth();
+}
+
 // Submits `prompts` and waits for every request to end; returns the first error. It polls the
 // streams every 2 ms rather than waking on each event, so that it takes no CPU from the engine.
 Status run_requests(llm::ServingEngine& engine, const std::vector<std::vector<int32_t>>& prompts, int64_t decode) {
@@ -114,7 +130,7 @@ Status run_requests(llm::ServingEngine& engine, const std::vector<std::vector<in
 
 int run_offline_bench(const BenchArgs& a) {
   if (a.prompt < 1 || a.decode < 1 || a.batch < 1) return fail(invalid_argument("--prompt, --decode, --batch must be >= 1"));
-  auto session = open_cpu_session(a.engine, a.threads, 1);
+  auto session = open_session(a.engine, a.threads, 1);
   if (!session) return fail(session.status());
   const auto& facts = session->model->facts();
   if (a.prompt + a.decode > facts.max_seq_len) {
@@ -174,7 +190,7 @@ int run_bench(const BenchArgs& a) {
   if (a.engine.empty()) return fail(invalid_argument("an engine file is required: kiln bench ENGINE (or kiln bench serve --url URL)"));
   if (a.offline) return run_offline_bench(a);
   if (a.prompt < 1 || a.decode < 1 || a.repeat < 1) return fail(invalid_argument("--prompt, --decode, --repeat must be >= 1"));
-  auto session = open_cpu_session(a.engine, a.threads, a.prompt + a.decode);
+  auto session = open_session(a.engine, a.threads, a.prompt + a.decode);
   if (!session) return fail(session.status());
   const auto& facts = session->model->facts();
   if (a.prompt + a.decode > facts.max_seq_len) {
@@ -188,10 +204,11 @@ int run_bench(const BenchArgs& a) {
 
   std::printf("engine   %s (%s, %s)\n", a.engine.c_str(), session->model->file().header().target.c_str(),
               session->model->file().header().build_options.c_str());
-  std::printf("threads  %d\n", cpu::cpu_threads());
+  const bool gpu = session->model->file().header().target.rfind("cuda-", 0) == 0;
+  std::printf("device   %s\n", session->device.c_str());
   // Memory bandwidth on a shared machine moves from second to second: it is probed before and
   // after the runs (the best pass of either), so the limit is never one unlucky moment.
-  const double bw_before = cpu::measure_read_bandwidth();
+  const double bw_before = measure_bandwidth(gpu);
   std::vector<double> prefill_tps, decode_tps;
   runtime::SequenceRunner runner(*session->executor, *session->cache, facts.vocab_size);
   for (int r = 0; r < a.repeat + 1; ++r) {  // the first run warms caches and page tables
@@ -212,15 +229,15 @@ int run_bench(const BenchArgs& a) {
     prefill_tps.push_back(static_cast<double>(a.prompt) / tp);
     decode_tps.push_back(static_cast<double>(a.decode) / td);
   }
-  const double bw = std::max(bw_before, cpu::measure_read_bandwidth());
+  const double bw = std::max(bw_before, measure_bandwidth(gpu));
   const uint64_t bytes = decode_bytes_per_token(*session->model);
   const double dec = median(decode_tps);
   std::printf("prefill  %8.1f tokens/s   (%lld-token prompt, median of %d)\n", median(prefill_tps),
               static_cast<long long>(a.prompt), a.repeat);
   std::printf("decode   %8.2f tokens/s   (%lld tokens, median of %d)\n", dec, static_cast<long long>(a.decode), a.repeat);
   std::printf("weights  %8.1f MB read per decoded token\n", static_cast<double>(bytes) / 1e6);
-  print_page_sizes(session->model->file());
-  std::printf("memory   %8.2f GB/s read bandwidth measured\n", bw / 1e9);
+  if (!gpu) print_page_sizes(session->model->file());
+  std::printf("memory   %8.2f GB/s %s bandwidth measured\n", bw / 1e9, gpu ? "device copy (read + write)" : "read");
   std::printf("decode reaches %.0f%% of the bandwidth limit (%.2f tokens/s)\n",
               100.0 * dec * static_cast<double>(bytes) / bw, bw / static_cast<double>(bytes));
   return 0;

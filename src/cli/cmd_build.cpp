@@ -1,9 +1,16 @@
-// kiln build MODEL_DIR|MODEL.onnx -o FILE.kiln [--dtype ...] [--group N] [--max-seq-len N] [--max-batch-tokens N]
+// kiln build MODEL_DIR|MODEL.onnx -o FILE.kiln [--target cpu|cuda] [--dtype ...] [--group N] [--max-seq-len N]
+//            [--max-batch-tokens N]
+// --target cuda packs the weights for the CUDA backend and times its kernels on this machine's GPU
+// (without one, the first candidate of each list is taken), recording cuda-sm90 and the GPU name.
 #include <chrono>
 #include <cstdio>
 
 #include "backends/cpu/cpu_tuner.h"
 #include "backends/cpu/tensor_graph_runner.h"
+#if KILN_HAVE_CUDA
+#include "backends/cuda/cuda_device.h"
+#include "backends/cuda/cuda_tuner.h"
+#endif
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
 #include "engine/engine_builder.h"
@@ -12,7 +19,7 @@ namespace kiln::cli {
 namespace {
 
 struct BuildArgs {
-  std::string model_dir, output, dtype = "fp32", dump_after;
+  std::string model_dir, output, dtype = "fp32", dump_after, target = "cpu";
   int group = 0;
   int64_t max_seq_len = 0, max_batch_tokens = 512;
   int threads = 0;
@@ -38,18 +45,44 @@ Expected<ir::WeightFormat> format_for(const std::string& dtype, int group) {
   return invalid_argument("--dtype must be one of fp32, bf16, fp16, int8, int4");
 }
 
+// The kernel tuner of the target: the CPU's, or the CUDA backend's (timing on the GPU when there
+// is one and --no-autotune is not given).
+Expected<std::unique_ptr<passes::KernelTuner>> make_tuner(const BuildArgs& a, bool& autotune) {
+  if (a.target == "cpu") return std::unique_ptr<passes::KernelTuner>(new cpu::CpuKernelTuner(cpu::isa_active()));
+  if (a.target != "cuda") return invalid_argument("--target must be cpu or cuda");
+#if KILN_HAVE_CUDA
+  bool time_on_gpu = autotune;
+  if (time_on_gpu) {
+    auto device = cuda::cuda_device_info(0);
+    if (!device) {
+      std::fprintf(stderr, "note: %s: CUDA kernels are not timed; each list's first kernel is taken\n",
+                   device.status().message().c_str());
+      time_on_gpu = autotune = false;
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaKernelTuner> tuner, cuda::CudaKernelTuner::create(time_on_gpu));
+  return std::unique_ptr<passes::KernelTuner>(std::move(tuner));
+#else
+  (void)autotune;
+  return invalid_argument("this kiln has no CUDA backend; configure it with -DKILN_CUDA=ON to build cuda engines");
+#endif
+}
+
 int run_build(const BuildArgs& a) {
   auto format = format_for(a.dtype, a.group);
   if (!format) return fail(format.status());
   cpu::cpu_set_threads(a.threads);
-  cpu::CpuKernelTuner tuner(cpu::isa_active());
+  bool autotune = !a.no_autotune;
+  auto made = make_tuner(a, autotune);
+  if (!made) return fail(made.status());
+  passes::KernelTuner& tuner = **made;
   cpu::CpuNodeEvaluator evaluator;
   engine::EngineBuildRequest req;
   req.model_dir = a.model_dir;
   req.output_path = a.output;
   req.options.matmul_format = *format;
   req.options.max_batch_tokens = a.max_batch_tokens;
-  req.options.autotune = !a.no_autotune;
+  req.options.autotune = autotune;
   req.max_seq_len = a.max_seq_len;
   req.dump_after = a.dump_after;
   ProgressBar bar;
@@ -70,8 +103,10 @@ int run_build(const BuildArgs& a) {
   bar.finish();
   if (!st) return fail(st);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::fprintf(stderr, "built %s (%s, %s) in %.1f s\n", a.output.c_str(), tuner.target().c_str(),
-               std::string(ir::weight_format_name(*format)).c_str(), secs);
+  const std::string device = tuner.device_name();
+  std::fprintf(stderr, "built %s (%s%s, %s) in %.1f s\n", a.output.c_str(), tuner.target().c_str(),
+               device.empty() ? "" : (", " + device).c_str(), std::string(ir::weight_format_name(*format)).c_str(),
+               secs);
   return 0;
 }
 
@@ -82,6 +117,8 @@ CommandFn add_build_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("build", "Compile a Hugging Face model directory or an ONNX model into an engine file");
   cmd->add_option("model_dir", args->model_dir, "Hugging Face model directory, or a model.onnx file")->required();
   cmd->add_option("-o,--output", args->output, "engine file to write")->required();
+  cmd->add_option("--target", args->target, "backend to build for: cpu (this CPU) or cuda (this machine's GPU)")
+      ->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "weight precision: fp32, bf16, fp16, int8, int4")->capture_default_str();
   cmd->add_option("--group", args->group, "quantisation group: int8 0 (per channel)|32|128, int4 32|128");
   cmd->add_option("--max-seq-len", args->max_seq_len, "longest sequence (default: the model's limit)");

@@ -23,7 +23,7 @@ struct EvalArgs {
 int run_perplexity(const EvalArgs& a) {
   auto text = read_text_file(a.text);
   if (!text) return fail(text.status());
-  auto session = open_cpu_session(a.engine, a.threads, INT64_MAX);
+  auto session = open_session(a.engine, a.threads, INT64_MAX);
   if (!session) return fail(session.status());
   auto tokenizer = llm::tokenizer_from_files(session->model->files());
   if (!tokenizer) return fail(tokenizer.status());
@@ -49,7 +49,7 @@ int run_eval(const EvalArgs& a) {
   if (a.ids.empty()) return fail(invalid_argument("give --ids or --text"));
   auto ids = parse_id_list(a.ids);
   if (!ids) return fail(ids.status());
-  auto session = open_cpu_session(a.engine, a.threads, static_cast<int64_t>(ids->size()) + a.generate);
+  auto session = open_session(a.engine, a.threads, static_cast<int64_t>(ids->size()) + a.generate);
   if (!session) return fail(session.status());
   const int64_t vocab = session->model->facts().vocab_size;
   runtime::SequenceRunner runner(*session->executor, *session->cache, vocab);

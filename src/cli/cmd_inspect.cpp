@@ -38,6 +38,9 @@ int run_inspect(const InspectArgs& a) {
   std::printf("format        %u (kiln %s)\n", h.format_version, h.kiln_version.c_str());
   std::printf("target        %s\n", h.target.c_str());
   std::printf("build         %s\n", h.build_options.c_str());
+  if (meta.contains("build") && meta.at("build").contains("device")) {
+    std::printf("tuned on      %s\n", meta.at("build").at("device").get<std::string>().c_str());
+  }
   std::printf("file size     %s\n", human_bytes(static_cast<double>(h.file_size)).c_str());
   std::printf("checksum      %016llx\n", static_cast<unsigned long long>(h.checksum));
   std::printf("\nmodel\n");

@@ -25,7 +25,7 @@ struct RunArgs {
 };
 
 struct Loaded {
-  CpuSession session;
+  Session session;
   std::unique_ptr<llm::Tokenizer> tokenizer;
   llm::GenerationDefaults defaults;
   std::map<std::string, std::string> files;
@@ -33,7 +33,7 @@ struct Loaded {
 
 Expected<Loaded> load(const RunArgs& a) {
   Loaded l;
-  KILN_ASSIGN_OR_RETURN(l.session, open_cpu_session(a.engine, a.threads, INT64_MAX));
+  KILN_ASSIGN_OR_RETURN(l.session, open_session(a.engine, a.threads, INT64_MAX));
   l.files = l.session.model->files();
   KILN_ASSIGN_OR_RETURN(l.tokenizer, llm::tokenizer_from_files(l.files));
   if (auto it = l.files.find("generation_config.json"); it != l.files.end()) {

@@ -36,14 +36,17 @@ int run_eval_tensors(const std::string& engine, const std::vector<std::string>& 
 // Prints "kiln: <message>" to stderr and returns 1.
 int fail(const Status& status);
 
-// An engine loaded and ready to run on the CPU, with a KV cache of `kv_tokens` positions.
-struct CpuSession {
+// An engine loaded and ready to run on the backend its target names (cpu-*: the CPU backend
+// with `threads` threads; cuda-*: the CUDA backend on GPU 0, when this kiln has it), with a KV
+// cache of `kv_tokens` positions in that backend's memory.
+struct Session {
   std::unique_ptr<runtime::LoadedModel> model;
-  std::unique_ptr<cpu::CpuBackend> backend;
+  std::unique_ptr<runtime::Backend> backend;
   std::unique_ptr<runtime::Executor> executor;
   std::unique_ptr<runtime::KvCache> cache;
+  std::string device;  // "cpu (N threads)" or the GPU's name
 };
-Expected<CpuSession> open_cpu_session(const std::string& engine_path, int threads, int64_t kv_tokens);
+Expected<Session> open_session(const std::string& engine_path, int threads, int64_t kv_tokens);
 
 // Parses "1,2,3" into ids.
 Expected<std::vector<int32_t>> parse_id_list(const std::string& text);

@@ -149,6 +149,7 @@ Status build_engine(const EngineBuildRequest& request, const EngineBuildHooks& h
       {"files", files},
       {"graph", ir::graph_to_json(graph)},
   };
+  if (const std::string device = hooks.tuner->device_name(); !device.empty()) metadata["build"]["device"] = device;
   auto progress = [&](uint64_t done, uint64_t total) {
     if (hooks.progress) hooks.progress("writing weights", done, total);
   };

@@ -33,6 +33,13 @@ class KernelTuner {
   virtual std::string target() const = 0;  // e.g. "cpu-avx2"
   // Kernel names that can compute a matmul with weights in `format`, best guess first.
   virtual std::vector<std::string> matmul_candidates(ir::WeightFormat format) const = 0;
+  // Those suited to products of `m` activation rows (a target whose decode and prefill kernels
+  // differ narrows the list); by default all of them.
+  virtual std::vector<std::string> matmul_candidates_for(ir::WeightFormat format, int64_t /*m*/) const {
+    return matmul_candidates(format);
+  }
+  // The device kernels are timed on, for the engine's metadata ("NVIDIA H200"); empty for none.
+  virtual std::string device_name() const { return ""; }
   // Median seconds of one [m, k] x [n, k]^T product with `kernel` on random data.
   virtual double time_matmul(const std::string& kernel, ir::WeightFormat format, int64_t m, int64_t n,
                              int64_t k) = 0;

@@ -1,5 +1,5 @@
 // Kernel selection by timing: for each matmul, every candidate kernel the target offers for the
-// weight's format is timed on the build machine at a decode shape (m = 1) and a prefill shape
+// weight's format (and the row count: KernelTuner::matmul_candidates_for) is timed on the build machine at a decode shape (m = 1) and a prefill shape
 // (m = min(128, max_batch_tokens)); the fastest of each is recorded on the node as
 // kernel_decode / kernel_prefill (with the measured microseconds). Shapes repeat across layers,
 // so timings are cached per (format, n, k).
@@ -89,14 +89,15 @@ Status run_select_kernels(ir::Graph& graph, const PassContext& ctx) {
       std::optional<Selection> best;
       double best_score = 0.0;
       for (ir::WeightFormat f : formats) {
-        const auto candidates = ctx.tuner->matmul_candidates(f);
-        if (candidates.empty()) {
+        const auto decode = ctx.tuner->matmul_candidates_for(f, 1);
+        const auto prefill = ctx.tuner->matmul_candidates_for(f, prefill_m);
+        if (decode.empty() || prefill.empty()) {
           return unimplemented("target " + ctx.tuner->target() + " has no matmul kernel for weight format " +
                                std::string(ir::weight_format_name(f)));
         }
         const bool time_lone = formats.size() > 1;
-        Selection s{f, fastest(ctx.tuner, candidates, f, 1, w.rows(), w.cols(), ctx.options.autotune, time_lone),
-                    fastest(ctx.tuner, candidates, f, prefill_m, w.rows(), w.cols(), ctx.options.autotune,
+        Selection s{f, fastest(ctx.tuner, decode, f, 1, w.rows(), w.cols(), ctx.options.autotune, time_lone),
+                    fastest(ctx.tuner, prefill, f, prefill_m, w.rows(), w.cols(), ctx.options.autotune,
                             time_lone)};
         const double score = s.decode.seconds + s.prefill.seconds / static_cast<double>(prefill_m);
         if (!best || score < best_score) {
@@ -111,10 +112,8 @@ Status run_select_kernels(ir::Graph& graph, const PassContext& ctx) {
     w.format = sel.format;
     node.attrs["kernel_decode"] = sel.decode.kernel;
     node.attrs["kernel_prefill"] = sel.prefill.kernel;
-    if (sel.decode.seconds > 0.0) {
-      node.attrs["kernel_decode_us"] = sel.decode.seconds * 1e6;
-      node.attrs["kernel_prefill_us"] = sel.prefill.seconds * 1e6;
-    }
+    if (sel.decode.seconds > 0.0) node.attrs["kernel_decode_us"] = sel.decode.seconds * 1e6;
+    if (sel.prefill.seconds > 0.0) node.attrs["kernel_prefill_us"] = sel.prefill.seconds * 1e6;
   }
   return Status::ok();
 }

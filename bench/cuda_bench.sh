@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Kiln on the GPU, in one run: makes a random-weight Llama-2-7B checkpoint (fp16), builds it with
+# `kiln build --target cuda --dtype fp16` (kernels timed on this GPU), then measures
+#   - load to first token (`kiln eval` of one token, wall clock, engine in the page cache),
+#   - batch-1 decode tokens/s after a 128-token prompt (`kiln bench`, median of 3),
+#   - the time of one 2048-token prefill step (`kiln bench --prompt 2048`, median of 3),
+# and, with PEERS set to a copy of the PyTorch peers (shared/peers), runs them beside it in the
+# same call so that both see the same clocks. Writes $OUT/kiln_cuda.json (+ the peers' JSON).
+#
+#   KILN=path/to/kiln WORK=/scratch OUT=bench/results [PEERS=dir] bench/cuda_bench.sh
+#
+# The checkpoint and engine take 27 GB under $WORK; an existing checkpoint is reused.
+set -euo pipefail
+KILN=${KILN:-build/release/kiln}
+WORK=${WORK:-/tmp/kiln_cuda_bench}
+OUT=${OUT:-bench/results}
+PEERS=${PEERS:-}
+mkdir -p "$WORK" "$OUT"
+ckpt=$WORK/llama-2-7b-fp16
+engine=$WORK/llama-2-7b-fp16.kiln
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
+if [ ! -f "$ckpt/config.json" ]; then
+  t0=$(now)
+  "$KILN" random-checkpoint llama-2-7b -o "$ckpt" --dtype float16
+  echo "random checkpoint: $(since "$t0") s"
+fi
+t0=$(now)
+"$KILN" build "$ckpt" -o "$engine" --target cuda --dtype fp16 --max-batch-tokens 2048 2>&1 | tail -n 2
+build_s=$(since "$t0")
+t0=$(now)
+"$KILN" eval "$engine" --ids 1 >/dev/null
+first_token_s=$(since "$t0")
+"$KILN" bench "$engine" --prompt 128 --decode 128 --repeat 3 | tee "$WORK/decode.txt"
+"$KILN" bench "$engine" --prompt 2048 --decode 8 --repeat 3 | tee "$WORK/prefill.txt"
+
+python3 - "$WORK" "$OUT" "$build_s" "$first_token_s" <<'PY'
+import json, re, subprocess, sys, datetime
+work, out, build_s, first_s = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+def grab(path, key):
+    text = open(path).read()
+    return float(re.search(rf"^{key}\s+([0-9.]+)", text, re.M).group(1))
+decode = open(f"{work}/decode.txt").read()
+res = {
+    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    "gpu": subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                          text=True).stdout.strip(),
+    "model": "random llama-2-7b, fp16 weights (kiln build --target cuda --dtype fp16 --max-batch-tokens 2048)",
+    "build_s": build_s,
+    "load_to_first_token_s": first_s,
+    "decode_bs1_after_128_tok_s": grab(f"{work}/decode.txt", "decode"),
+    "prefill_2048_tok_s": grab(f"{work}/prefill.txt", "prefill"),
+    "weights_MB_per_token": grab(f"{work}/decode.txt", "weights"),
+    "copy_bandwidth_GB_s": grab(f"{work}/decode.txt", "memory"),
+}
+res["prefill_2048_ms"] = 2048 / res["prefill_2048_tok_s"] * 1e3
+res["bandwidth_limit_tok_s"] = res["copy_bandwidth_GB_s"] * 1e3 / res["weights_MB_per_token"]
+res["decode_share_of_limit"] = res["decode_bs1_after_128_tok_s"] / res["bandwidth_limit_tok_s"]
+json.dump(res, open(f"{out}/kiln_cuda.json", "w"), indent=1)
+print(json.dumps(res, indent=1))
+PY
+
+if [ -n "$PEERS" ]; then
+  export OUT
+  PYTHONUNBUFFERED=1 python3 "$PEERS/torch_compiled_llama.py" 2>&1 | tail -n 20 || echo "torch_compiled_llama failed"
+  if [ "${EAGER:-0}" = 1 ]; then
+    PYTHONUNBUFFERED=1 TRANSFORMERS_VERBOSITY=error python3 "$PEERS/transformers_eager_llama.py" 2>&1 | tail -n 20 ||
+      echo "transformers_eager_llama failed"
+  fi
+fi

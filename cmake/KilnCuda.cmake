@@ -1,0 +1,52 @@
+# The CUDA backend (src/backends/cuda) as the static library kiln_backends_cuda, built when
+# KILN_CUDA is ON, or AUTO and an nvcc is found (the ci preset uses AUTO, so that CI compiles it
+# wherever the toolkit is installed, with or without a GPU). Sets KILN_HAVE_CUDA.
+#
+# Kernels are compiled for Hopper only (sm_90a machine code: wgmma and setmaxnreg need the "a"
+# target); the backend refuses other GPUs at start with a message.
+
+set(KILN_CUDA OFF CACHE STRING "Build the CUDA backend: ON, OFF or AUTO (when nvcc is found)")
+set_property(CACHE KILN_CUDA PROPERTY STRINGS ON OFF AUTO)
+set(KILN_HAVE_CUDA OFF)
+if(KILN_CUDA STREQUAL "AUTO")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(KILN_HAVE_CUDA ON)
+  else()
+    message(STATUS "KILN_CUDA=AUTO: no nvcc found, building without the CUDA backend")
+  endif()
+elseif(KILN_CUDA)
+  set(KILN_HAVE_CUDA ON)
+endif()
+
+if(KILN_HAVE_CUDA)
+  # Architectures come from the -gencode flags below, not from CMake's list.
+  set(CMAKE_CUDA_ARCHITECTURES OFF)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  # CUDA sources take the project's C++20 (CXX_STANDARD); CMake 3.25 does not know nvcc's flag for it.
+  if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
+  message(STATUS "CUDA backend: nvcc ${CMAKE_CUDA_COMPILER_VERSION} for sm_90a")
+endif()
+
+# kiln_cuda_module(DEPS ...): kiln_backends_cuda from every .cpp and .cu in src/backends/cuda.
+function(kiln_cuda_module)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/backends/cuda/*.cpp
+       ${PROJECT_SOURCE_DIR}/src/backends/cuda/*.cu)
+  add_library(kiln_backends_cuda STATIC ${sources})
+  target_include_directories(kiln_backends_cuda PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(kiln_backends_cuda PUBLIC ${ARG_DEPS} PRIVATE CUDA::cudart_static CUDA::cublas)
+  target_compile_definitions(kiln_backends_cuda PUBLIC KILN_VERSION="${PROJECT_VERSION}")
+  # C++ sources get the project's warnings through kiln_flags (CXX only); nvcc gets its own set
+  # (-Wpedantic would report nvcc's generated host code).
+  set(cuda_flags -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra)
+  if(KILN_WERROR)
+    list(APPEND cuda_flags -Werror=all-warnings -Xcompiler=-Werror)
+  endif()
+  target_compile_options(kiln_backends_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${cuda_flags}>)
+endfunction()

@@ -1,0 +1,211 @@
+// Decode attention with the keys split across thread blocks ("split-K"): one block per (query
+// row, head, split), so that a batch-1 decode step over a long context still fills the GPU.
+// Each block scores its keys (one key per warp and step, lanes over float4 slices of the head),
+// takes their softmax numerators against the block's own maximum, and has each of its 4 warps
+// accumulate every 4th value row (lanes own float4 slices of the head); with one split the block writes the output, otherwise its
+// unnormalised partial (max, sum, accumulator) for attention_combine_kernel to join.
+#include <cfloat>
+
+#include "backends/cuda/cuda_attention.h"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kChunk = 512;        // keys scored per pass (shared memory)
+constexpr int kMinSplitKeys = 16;  // a split takes at least this many keys
+constexpr int kMaxHeadDim = 256;
+
+__device__ float block_reduce(float v, float* scratch, bool is_max) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, other) : v + other;
+  }
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  float r = scratch[0];
+  for (int w = 1; w < kWarps; ++w) r = is_max ? fmaxf(r, scratch[w]) : r + scratch[w];
+  return r;
+}
+
+// kChunks: float4 slices per lane (head_dim <= 128 * kChunks); head_dim % 4 == 0.
+template <int kChunks>
+__global__ void __launch_bounds__(kThreads) attention_split_kernel(const float* q, StepTokens tokens,
+                                                                   AttentionShape shape, PagedKv cache, float* out,
+                                                                   float* partial) {
+  __shared__ __align__(16) float qs[kMaxHeadDim];
+  __shared__ float scores[kChunk];
+  __shared__ int64_t offsets[kChunk];
+  __shared__ float scratch[kWarps];
+  __shared__ __align__(16) float warp_acc[kWarps][kMaxHeadDim];
+  const int64_t i = blockIdx.x;
+  const int h = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+  const int d_head = shape.head_dim, d4 = d_head / 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kv_head = h / (shape.num_heads / shape.num_kv_heads);
+  const int64_t q_row = static_cast<int64_t>(shape.num_heads) * d_head;
+  const int64_t kv_row = static_cast<int64_t>(shape.num_kv_heads) * d_head;
+  const int pos = tokens.positions[i];
+  const int lo = shape.sliding_window > 0 ? max(0, pos - shape.sliding_window + 1) : 0;
+  const int keys = pos + 1 - lo;
+  const int per_split = max(kMinSplitKeys, (keys + splits - 1) / splits);
+  const int begin = lo + split * per_split, end = min(pos + 1, begin + per_split);
+  // partial: [t, heads, splits] records of (max, sum, acc[head_dim]).
+  float* record = partial != nullptr
+                      ? partial + ((i * shape.num_heads + h) * splits + split) * static_cast<int64_t>(d_head + 2)
+                      : nullptr;
+  if (begin >= end) {
+    if (record != nullptr && threadIdx.x == 0) {
+      record[0] = -FLT_MAX;
+      record[1] = 0.0f;
+    }
+    return;
+  }
+  const int32_t* table = cache.tables + static_cast<int64_t>(tokens.token_seq[i]) * cache.table_stride;
+  const float slope = shape.alibi_slopes != nullptr ? shape.alibi_slopes[h] : 0.0f;
+  for (int d = threadIdx.x; d < d_head; d += kThreads) qs[d] = q[i * q_row + static_cast<int64_t>(h) * d_head + d];
+  __syncthreads();
+
+  float m = -FLT_MAX, l = 0.0f;
+  float4 acc[kChunks];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) acc[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int c0 = begin; c0 < end; c0 += kChunk) {
+    const int n = min(kChunk, end - c0);
+    // Cache offsets of the chunk's keys first: the loops below then issue their loads without
+    // waiting on a block-table read.
+    for (int j = threadIdx.x; j < n; j += kThreads) {
+      const int kp = c0 + j;
+      offsets[j] = (static_cast<int64_t>(table[kp / cache.block_size]) * cache.block_size + kp % cache.block_size) *
+                       kv_row + static_cast<int64_t>(kv_head) * d_head;
+    }
+    __syncthreads();
+    // Scores: one key per warp and step, lanes over float4 slices of the head (coalesced rows).
+    float local_max = -FLT_MAX;
+#pragma unroll 4
+    for (int j = warp; j < n; j += kWarps) {
+      const float4* k4 = reinterpret_cast<const float4*>(cache.k + offsets[j]);
+      float dot = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const int slice = lane + 32 * c;
+        if (slice < d4) {
+          const float4 a = reinterpret_cast<const float4*>(qs)[slice], b = k4[slice];
+          dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+        }
+      }
+      for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      const float s = shape.scale * dot + slope * static_cast<float>(c0 + j - pos);
+      if (lane == 0) scores[j] = s;
+      local_max = fmaxf(local_max, s);
+    }
+    __syncthreads();  // scores[] complete before the softmax pass reads other warps' entries
+    const float m_new = fmaxf(m, block_reduce(local_max, scratch, true));
+    float local_sum = 0.0f;
+    for (int j = threadIdx.x; j < n; j += kThreads) {
+      const float p = expf(scores[j] - m_new);
+      scores[j] = p;
+      local_sum += p;
+    }
+    const float sum = block_reduce(local_sum, scratch, false);  // its barriers publish scores[]
+    const float corr = expf(m - m_new);
+    l = l * corr + sum;
+    m = m_new;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      acc[c].x *= corr;
+      acc[c].y *= corr;
+      acc[c].z *= corr;
+      acc[c].w *= corr;
+    }
+    // Warp w takes keys w, w + 4, ...: one coalesced value row per warp and step.
+#pragma unroll 4
+    for (int j = warp; j < n; j += kWarps) {
+      const float p = scores[j];
+      const float4* v4 = reinterpret_cast<const float4*>(cache.v + offsets[j]);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const int slice = lane + 32 * c;
+        if (slice < d4) {
+          const float4 v = v4[slice];
+          acc[c].x += p * v.x;
+          acc[c].y += p * v.y;
+          acc[c].z += p * v.z;
+          acc[c].w += p * v.w;
+        }
+      }
+    }
+    __syncthreads();  // scores[] is rewritten by the next chunk
+  }
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int slice = lane + 32 * c;
+    if (slice < d4) reinterpret_cast<float4*>(warp_acc[warp])[slice] = acc[c];
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < d_head; d += kThreads) {
+    float a = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) a += warp_acc[w][d];
+    if (record == nullptr) {
+      out[i * q_row + static_cast<int64_t>(h) * d_head + d] = a / l;
+    } else {
+      record[2 + d] = a;
+    }
+  }
+  if (record != nullptr && threadIdx.x == 0) {
+    record[0] = m;
+    record[1] = l;
+  }
+}
+
+// One block per (query row, head): joins the splits' partials.
+__global__ void __launch_bounds__(kThreads) attention_combine_kernel(const float* partial, int splits,
+                                                                     AttentionShape shape, float* out) {
+  const int64_t i = blockIdx.x;
+  const int h = blockIdx.y, d_head = shape.head_dim;
+  const int64_t stride = d_head + 2;
+  const float* records = partial + (i * shape.num_heads + h) * splits * stride;
+  float m = -FLT_MAX;
+  for (int s = 0; s < splits; ++s) m = fmaxf(m, records[s * stride]);
+  float l = 0.0f;
+  for (int s = 0; s < splits; ++s) {
+    if (records[s * stride + 1] > 0.0f) l += records[s * stride + 1] * expf(records[s * stride] - m);
+  }
+  for (int d = threadIdx.x; d < d_head; d += kThreads) {
+    float a = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      if (records[s * stride + 1] > 0.0f) a += records[s * stride + 2 + d] * expf(records[s * stride] - m);
+    }
+    out[i * static_cast<int64_t>(shape.num_heads) * d_head + static_cast<int64_t>(h) * d_head + d] = a / l;
+  }
+}
+
+}  // namespace
+
+bool attention_split_supported(int head_dim) { return head_dim > 0 && head_dim % 4 == 0 && head_dim <= kMaxHeadDim; }
+
+size_t attention_split_partial_floats(int64_t t, int num_heads, int head_dim, int splits) {
+  return static_cast<size_t>(t) * static_cast<size_t>(num_heads) * static_cast<size_t>(splits) *
+         static_cast<size_t>(head_dim + 2);
+}
+
+void launch_attention_split(const float* q, int64_t t, StepTokens tokens, const AttentionShape& shape, PagedKv cache,
+                            int splits, float* partial, float* out, cudaStream_t stream) {
+  if (t <= 0) return;
+  const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(splits));
+  float* records = splits > 1 ? partial : nullptr;
+  if (shape.head_dim <= 128) {
+    attention_split_kernel<1><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
+  } else {
+    attention_split_kernel<2><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
+  }
+  if (splits > 1) {
+    const dim3 heads(static_cast<unsigned>(t), static_cast<unsigned>(shape.num_heads));
+    attention_combine_kernel<<<heads, kThreads, 0, stream>>>(partial, splits, shape, out);
+  }
+}
+
+}  // namespace kiln::cuda

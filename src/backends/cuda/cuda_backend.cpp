@@ -1,0 +1,816 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "backends/cpu/attention.h"
+#include "backends/cpu/rope.h"
+#include "backends/cuda/cuda_attention.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_elementwise.h"
+#include "backends/cuda/cuda_embedding.h"
+#include "backends/cuda/cuda_gemm.h"
+#include "backends/cuda/cuda_gemv.h"
+#include "backends/cuda/cuda_matmul.h"
+#include "backends/cuda/cuda_norm.h"
+#include "backends/cuda/cuda_rope.h"
+#include "runtime/loaded_model.h"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr size_t kCublasWorkspace = size_t{32} << 20;
+constexpr size_t kAlign = 256;
+constexpr int64_t kMaxGraphs = 256;  // captured decode shapes kept; beyond this, eager launches
+constexpr int64_t kMaxAttentionSplits = 64;
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Device memory freed on destruction.
+struct DeviceMemory {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  DeviceMemory() = default;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  ~DeviceMemory() { release(); }
+  void release() {
+    if (ptr != nullptr) cudaFree(ptr);
+    ptr = nullptr;
+    bytes = 0;
+  }
+  Status allocate(size_t n) {
+    release();
+    if (n == 0) return Status::ok();
+    KILN_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr, n));
+    bytes = n;
+    return Status::ok();
+  }
+  template <typename T>
+  T* at(size_t offset) const {
+    return reinterpret_cast<T*>(static_cast<std::byte*>(ptr) + offset);
+  }
+};
+
+// Page-locked host memory (fast, asynchronous transfers), freed on destruction.
+struct PinnedMemory {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  PinnedMemory() = default;
+  PinnedMemory(const PinnedMemory&) = delete;
+  PinnedMemory& operator=(const PinnedMemory&) = delete;
+  ~PinnedMemory() { release(); }
+  void release() {
+    if (ptr != nullptr) cudaFreeHost(ptr);
+    ptr = nullptr;
+    bytes = 0;
+  }
+  Status allocate(size_t n) {
+    release();
+    if (n == 0) return Status::ok();
+    KILN_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&ptr, n, cudaHostAllocDefault));
+    bytes = n;
+    return Status::ok();
+  }
+  template <typename T>
+  T* at(size_t offset) const {
+    return reinterpret_cast<T*>(static_cast<std::byte*>(ptr) + offset);
+  }
+};
+
+// KV-cache storage on the GPU.
+class CudaBuffer final : public runtime::DeviceBuffer {
+ public:
+  CudaBuffer(void* ptr, size_t bytes, int device) : ptr_(ptr), bytes_(bytes), device_(device) {}
+  ~CudaBuffer() override { cudaFree(ptr_); }
+  void* data() override { return ptr_; }
+  size_t bytes() const override { return bytes_; }
+  std::string device() const override { return "cuda:" + std::to_string(device_); }
+
+ private:
+  void* ptr_;
+  size_t bytes_;
+  int device_;
+};
+
+// Byte offsets of the step's inputs in the step block (device) and its pinned mirror.
+struct StepLayout {
+  size_t ids = 0, positions = 0, logit_rows = 0, token_seq = 0, tiles = 0, rope = 0, bytes = 0;
+};
+
+// A dynamic-NTK rope whose frequencies are recomputed each step for each sequence's length.
+struct DynamicRope {
+  cpu::RopeParams params;
+  int64_t rotary_dim = 0;
+  size_t offset = 0;  // of its [max_tokens (sequences), rotary_dim / 2] table in the step block
+};
+
+}  // namespace
+
+// What one step's kernels read besides their node buffers: counts, the step block's device
+// pointers and the KV cache.
+struct StepContext {
+  int64_t num_tokens = 0, num_rows = 0, num_seqs = 0;
+  bool decode = false;  // every sequence has one new token
+  int64_t num_tiles = 0;
+  StepTokens tokens{};
+  const AttentionTile* tiles = nullptr;
+  const int32_t* tables = nullptr;
+  int table_stride = 0;
+  int block_size = 0;
+  runtime::KvCache* cache = nullptr;
+};
+
+struct CudaBackend::State {
+  CudaDeviceInfo device;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  DeviceMemory workspace, weights, arena, scratch, constants, step_dev, tables_dev;
+  PinnedMemory step_host, tables_host, logits_host;
+  StepLayout layout;
+  std::vector<DynamicRope> dynamic_ropes;
+
+  const ir::Graph* graph = nullptr;
+  int64_t vocab = 0, max_tokens = 0, max_seq_len = 0;
+  std::map<std::string, size_t> weight_offset;  // name -> offset in `weights`
+  std::map<std::string, size_t> input_offset;   // graph input name -> offset in the step block
+  std::set<ir::ValueId> producer_of_inputs;     // the graph's input values
+  std::vector<float> constants_host;             // rope frequencies, ALiBi slopes; uploaded once
+  using NodeFn = std::function<Status(const StepContext&)>;
+  std::vector<NodeFn> nodes;
+  std::vector<std::string> node_names;
+  std::vector<std::string> node_ops;  // what the profile groups by: op, matmul shape, fused pair
+
+  // KILN_CUDA_PROFILE=1: eager steps timed node by node with events; the totals per op go to
+  // stderr when the backend is destroyed.
+  bool profile = false;
+  std::vector<cudaEvent_t> profile_events;
+  std::map<std::string, std::pair<double, int64_t>> profile_ms;  // op -> (ms, calls)
+  std::map<std::string, std::pair<double, int64_t>> profile_steps;  // "decode"/"prefill" -> (ms, steps)
+
+  bool graphs_enabled = true;
+  int64_t graphs_captured = 0, graph_replays = 0;
+  std::map<std::tuple<int64_t, int64_t, const void*, int, int>, cudaGraphExec_t> graphs;
+
+  ~State() {
+    print_profile();
+    for (cudaEvent_t e : profile_events) cudaEventDestroy(e);
+    clear_graphs();
+    if (cublas != nullptr) cublasDestroy(cublas);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  void clear_graphs() {
+    for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
+    graphs.clear();
+  }
+
+  // Device address of an activation or weight.
+  void* buffer(ir::ValueId id) const {
+    const ir::Value& v = graph->value(id);
+    if (v.is_weight) return weights.at<void>(weight_offset.at(v.name));
+    if (producer_of_inputs.count(id) != 0) return step_dev.at<void>(input_offset.at(v.name));
+    return arena.at<float>(0) + v.arena_offset * max_tokens;
+  }
+
+  size_t add_constants(const std::vector<float>& values) {
+    const size_t offset = constants_host.size();
+    constants_host.insert(constants_host.end(), values.begin(), values.end());
+    // Keep each table 16-byte aligned.
+    while (constants_host.size() % 4 != 0) constants_host.push_back(0.0f);
+    return offset;
+  }
+  const float* constant(size_t offset) const { return constants.at<float>(0) + offset; }
+
+  Status bind_nodes();
+  Status run_nodes(const StepContext& ctx);
+  Status run_nodes_profiled(const StepContext& ctx);
+  void print_profile() const;
+  // Scratch for split decode attention, and the split count of a step of t rows.
+  DeviceMemory attention_partial;
+  int64_t split_tokens = 0;  // steps of up to this many rows may split
+  int attention_splits(int64_t t, int heads) const {
+    if (t > split_tokens) return 1;
+    const int64_t want = (4 * static_cast<int64_t>(device.multiprocessors) + t * heads - 1) / (t * heads);
+    return static_cast<int>(std::clamp<int64_t>(want, 1, kMaxAttentionSplits));
+  }
+};
+
+namespace {
+
+int64_t rows_of(const ir::Value& v, const StepContext& s) {
+  const int64_t d = v.shape.front();
+  return d == ir::kTokens ? s.num_tokens : d == ir::kRows ? s.num_rows : d;
+}
+
+cpu::RopeParams rope_params(const ir::Node& node) {
+  cpu::RopeParams p;
+  p.theta = node.attr_float("theta", 10000.0);
+  p.type = node.attr_str("type", "default");
+  p.factor = node.attr_float("factor", 1.0);
+  p.low_freq_factor = node.attr_float("low_freq_factor", 1.0);
+  p.high_freq_factor = node.attr_float("high_freq_factor", 4.0);
+  p.original_max_position = node.attr_int("original_max_position", 0);
+  p.max_position = node.attr_int("max_position", 0);
+  return p;
+}
+
+// Whether node i is an add whose output the next node, an RMSNorm, normalises.
+bool fuses_with_next_norm(const ir::Graph& g, size_t i) {
+  if (i + 1 >= g.nodes().size()) return false;
+  const ir::Node& add = g.nodes()[i];
+  const ir::Node& next = g.nodes()[i + 1];
+  return add.op == "add" && next.op == "rms_norm" && next.inputs[0] == add.outputs[0] &&
+         g.value(add.outputs[0]).shape == g.value(next.outputs[0]).shape;
+}
+
+// Whether node i and the next are ropes of the same positions and frequencies on two different
+// tensors (the queries and keys of one layer).
+bool pairs_with_next_rope(const ir::Graph& g, size_t i) {
+  if (i + 1 >= g.nodes().size()) return false;
+  const ir::Node& a = g.nodes()[i];
+  const ir::Node& b = g.nodes()[i + 1];
+  if (a.op != "rope" || b.op != "rope" || a.inputs[1] != b.inputs[1] || b.inputs[0] == a.outputs[0]) return false;
+  for (const char* key : {"head_dim", "rotary_dim", "original_max_position", "max_position"}) {
+    if (a.attr_int(key) != b.attr_int(key)) return false;
+  }
+  for (const char* key : {"theta", "factor", "low_freq_factor", "high_freq_factor"}) {
+    if (a.attr_float(key) != b.attr_float(key)) return false;
+  }
+  return a.attr_str("type") == b.attr_str("type");
+}
+
+// Index of the table for this rope in `ropes`, or -1.
+int64_t dynamic_rope_index(const std::vector<DynamicRope>& ropes, const cpu::RopeParams& p, int64_t rot) {
+  for (size_t i = 0; i < ropes.size(); ++i) {
+    const cpu::RopeParams& q = ropes[i].params;
+    if (ropes[i].rotary_dim == rot && q.theta == p.theta && q.factor == p.factor && q.max_position == p.max_position) {
+      return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
+}
+
+Expected<const CudaMatmulKernel*> bind_matmul_kernel(const ir::Node& node, const std::string& attr,
+                                                     ir::WeightFormat format, int64_t m) {
+  const std::string name = node.attr_str(attr);
+  const CudaMatmulKernel* k = cuda_matmul_kernel_find(name);
+  if (k == nullptr && !name.empty() && name.find(".cuda.") != std::string::npos) {
+    return invalid_argument("node '" + node.name + "' names matmul kernel '" + name +
+                            "', which this kiln does not have; rebuild the engine with this kiln's `kiln build "
+                            "--target cuda`");
+  }
+  if (k == nullptr || k->format != format || !cuda_matmul_kernel_fits(*k, m)) {
+    const auto candidates = cuda_matmul_kernels(format, m);
+    if (candidates.empty()) {
+      return unimplemented("the CUDA backend has no matmul kernel for weights stored as " +
+                           std::string(ir::weight_format_name(format)) + " (node '" + node.name +
+                           "'); rebuild the engine with `kiln build --target cuda --dtype fp16` (or fp32, bf16)");
+    }
+    k = candidates.front();
+  }
+  return k;
+}
+
+}  // namespace
+
+Status CudaBackend::State::bind_nodes() {
+  nodes.clear();
+  node_names.clear();
+  node_ops.clear();
+  constants_host.clear();
+  const ir::Graph& g = *graph;
+  State* self = this;
+  for (size_t index = 0; index < g.nodes().size(); ++index) {
+    const ir::Node& node = g.nodes()[index];
+    const ir::Value& out0 = g.value(node.outputs[0]);
+    const int64_t cols = out0.shape.size() == 2 ? out0.shape[1] : 1;
+    const std::string& op = node.op;
+    std::vector<void*> in, out;
+    for (ir::ValueId id : node.inputs) in.push_back(buffer(id));
+    for (ir::ValueId id : node.outputs) out.push_back(buffer(id));
+    auto f_in = [in](size_t i) { return static_cast<const float*>(in[i]); };
+    auto i_in = [in](size_t i) { return static_cast<const int32_t*>(in[i]); };
+    auto f_out = [out](size_t i) { return static_cast<float*>(out[i]); };
+    NodeFn fn;
+    if (op == "matmul") {
+      const ir::WeightEntry& w = g.weight(node.inputs[1]);
+      KILN_ASSIGN_OR_RETURN(const CudaMatmulKernel* decode, bind_matmul_kernel(node, "kernel_decode", w.format, 1));
+      KILN_ASSIGN_OR_RETURN(const CudaMatmulKernel* prefill,
+                            bind_matmul_kernel(node, "kernel_prefill", w.format, kGemvMaxRows));
+      const int64_t n = w.rows(), k = w.cols();
+      const bool has_bias = node.inputs.size() == 3;
+      const ir::Value x = g.value(node.inputs[0]);
+      fn = [=](const StepContext& s) {
+        const int64_t m = rows_of(x, s);
+        const CudaMatmulKernel& kern = m < kGemvMaxRows ? *decode : *prefill;
+        return launch_matmul(kern, self->cublas, f_in(0), m, k, in[1], n, has_bias ? f_in(2) : nullptr, f_out(0),
+                             self->scratch.ptr, self->stream);
+      };
+    } else if (op == "embedding") {
+      const ir::WeightEntry& table = g.weight(node.inputs[1]);
+      const ir::WeightFormat format = table.format;
+      if (!embedding_supports(format)) {
+        return unimplemented("embedding '" + node.name + "' reads a table stored as " +
+                             std::string(ir::weight_format_name(format)) +
+                             ", which the CUDA backend does not read; rebuild the engine with `kiln build --target "
+                             "cuda --dtype fp16` (or fp32, bf16)");
+      }
+      const ir::Value ids = g.value(node.inputs[0]);
+      fn = [=](const StepContext& s) {
+        launch_embedding(in[1], format, cols, i_in(0), rows_of(ids, s), f_out(0), self->stream);
+        return Status::ok();
+      };
+    } else if (op == "rms_norm" || op == "layer_norm") {
+      const auto eps = static_cast<float>(node.attr_float("eps", 1e-6));
+      const bool rms = op == "rms_norm";
+      fn = [=](const StepContext& s) {
+        const int64_t m = rows_of(out0, s);
+        if (rms) {
+          launch_rms_norm(f_in(0), m, cols, f_in(1), eps, f_out(0), self->stream);
+        } else {
+          launch_layer_norm(f_in(0), m, cols, f_in(1), f_in(2), eps, f_out(0), self->stream);
+        }
+        return Status::ok();
+      };
+    } else if (op == "add" && fuses_with_next_norm(g, index)) {
+      // The residual add and the RMSNorm that reads it: one kernel, both outputs.
+      const ir::Node& norm = g.nodes()[++index];
+      const auto eps = static_cast<float>(norm.attr_float("eps", 1e-6));
+      const auto* weight = static_cast<const float*>(buffer(norm.inputs[1]));
+      auto* normed = static_cast<float*>(buffer(norm.outputs[0]));
+      fn = [=](const StepContext& s) {
+        launch_add_rms_norm(f_in(0), f_in(1), rows_of(out0, s), cols, weight, eps, f_out(0), normed, self->stream);
+        return Status::ok();
+      };
+      nodes.push_back(std::move(fn));
+      node_names.push_back(node.name + "+" + norm.name);
+      node_ops.push_back("add+rms_norm");
+      continue;
+    } else if (op == "add" || op == "mul") {
+      const bool is_add = op == "add";
+      fn = [=](const StepContext& s) {
+        const int64_t n = rows_of(out0, s) * cols;
+        if (is_add) {
+          launch_add(f_in(0), f_in(1), n, f_out(0), self->stream);
+        } else {
+          launch_mul(f_in(0), f_in(1), n, f_out(0), self->stream);
+        }
+        return Status::ok();
+      };
+    } else if (op == "silu" || op == "gelu_tanh") {
+      const bool is_silu = op == "silu";
+      fn = [=](const StepContext& s) {
+        const int64_t n = rows_of(out0, s) * cols;
+        if (is_silu) {
+          launch_silu(f_in(0), n, f_out(0), self->stream);
+        } else {
+          launch_gelu_tanh(f_in(0), n, f_out(0), self->stream);
+        }
+        return Status::ok();
+      };
+    } else if (op == "silu_mul") {
+      fn = [=](const StepContext& s) {
+        launch_silu_mul(f_in(0), rows_of(out0, s), cols, f_out(0), self->stream);
+        return Status::ok();
+      };
+    } else if (op == "split") {
+      const std::vector<int64_t> sizes = node.attr_ints("sizes");
+      if (sizes.size() > static_cast<size_t>(kMaxSplit) || sizes.size() != node.outputs.size()) {
+        return unimplemented("split '" + node.name + "' has " + std::to_string(sizes.size()) +
+                             " parts; the CUDA backend splits into at most " + std::to_string(kMaxSplit));
+      }
+      SplitOutputs outs{};
+      outs.count = static_cast<int>(sizes.size());
+      for (size_t j = 0; j < sizes.size(); ++j) {
+        outs.out[j] = static_cast<float*>(out[j]);
+        outs.size[j] = sizes[j];
+      }
+      const int64_t width = g.value(node.inputs[0]).shape[1];
+      fn = [=](const StepContext& s) {
+        launch_split(f_in(0), rows_of(out0, s), width, outs, self->stream);
+        return Status::ok();
+      };
+    } else if (op == "rope") {
+      const cpu::RopeParams params = rope_params(node);
+      const int64_t heads = node.attr_int("num_heads"), dim = node.attr_int("head_dim");
+      const int64_t rot = node.attr_int("rotary_dim");
+      KILN_RETURN_IF_ERROR(cpu::rope_params_validate(params, rot).with_context("node '" + node.name + "'"));
+      RopeTensor first{f_in(0), f_out(0), heads}, second{nullptr, nullptr, 0};
+      std::string name = node.name;
+      if (pairs_with_next_rope(g, index)) {
+        // The keys' rope right after the queries': one launch for both.
+        const ir::Node& next = g.nodes()[++index];
+        second = {static_cast<const float*>(buffer(next.inputs[0])), static_cast<float*>(buffer(next.outputs[0])),
+                  next.attr_int("num_heads")};
+        name += "+" + next.name;
+      }
+      if (params.type == "dynamic") {
+        // Its table is filled each step (run_step); prepare() placed one per distinct rope.
+        const int64_t table_index = dynamic_rope_index(dynamic_ropes, params, rot);
+        if (table_index < 0) return internal_error("dynamic rope of node '" + node.name + "' has no table");
+        fn = [=](const StepContext& s) {
+          const float* table = self->step_dev.at<float>(self->dynamic_ropes[static_cast<size_t>(table_index)].offset);
+          launch_rope_pair(first, second, s.num_tokens, dim, rot, s.tokens.positions, table, s.tokens.token_seq,
+                           self->stream);
+          return Status::ok();
+        };
+      } else {
+        const size_t offset = add_constants(cpu::rope_inv_freq(params, rot, 0));
+        fn = [=](const StepContext& s) {
+          launch_rope_pair(first, second, s.num_tokens, dim, rot, s.tokens.positions, self->constant(offset), nullptr,
+                           self->stream);
+          return Status::ok();
+        };
+      }
+      nodes.push_back(std::move(fn));
+      node_names.push_back(name);
+      node_ops.push_back(second.x != nullptr ? "rope q+k" : "rope");
+      continue;
+    } else if (op == "attention") {
+      AttentionShape shape{};
+      shape.num_heads = static_cast<int>(node.attr_int("num_heads"));
+      shape.num_kv_heads = static_cast<int>(node.attr_int("num_kv_heads"));
+      shape.head_dim = static_cast<int>(node.attr_int("head_dim"));
+      shape.scale = static_cast<float>(node.attr_float("scale"));
+      shape.sliding_window = static_cast<int>(node.attr_int("sliding_window"));
+      if (!attention_rows_supported(shape.head_dim)) {
+        return unimplemented("attention '" + node.name + "' has head_dim " + std::to_string(shape.head_dim) +
+                             "; the CUDA backend supports up to 256");
+      }
+      const bool tiles = attention_tiles_supported(shape.head_dim);
+      const bool split = attention_split_supported(shape.head_dim);
+      const int64_t layer = node.attr_int("layer");
+      const bool alibi = node.attr_int("alibi") != 0;
+      const size_t slopes = alibi ? add_constants(cpu::alibi_slopes(shape.num_heads)) : 0;
+      const int64_t kv_row = static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim;
+      fn = [=](const StepContext& s) {
+        AttentionShape sh = shape;
+        sh.alibi_slopes = alibi ? self->constant(slopes) : nullptr;
+        const PagedKv kv{s.cache->k(layer), s.cache->v(layer), s.block_size, s.tables, s.table_stride};
+        launch_kv_cache_store(f_in(1), f_in(2), s.num_tokens, kv_row, s.tokens, kv, self->stream);
+        if (s.decode && split) {
+          launch_attention_split(f_in(0), s.num_tokens, s.tokens, sh, kv, self->attention_splits(s.num_tokens, sh.num_heads),
+                                 self->attention_partial.at<float>(0), f_out(0), self->stream);
+        } else if (s.decode || !tiles) {
+          launch_attention_rows(f_in(0), s.num_tokens, s.tokens, sh, kv, f_out(0), self->stream);
+        } else {
+          launch_attention_tiles(f_in(0), s.tiles, s.num_tiles, s.tokens, sh, kv, f_out(0), self->stream);
+        }
+        return Status::ok();
+      };
+    } else if (op == "gather_rows") {
+      fn = [=](const StepContext& s) {
+        launch_gather_rows(f_in(0), cols, i_in(1), s.num_rows, f_out(0), self->stream);
+        return Status::ok();
+      };
+    } else {
+      return unimplemented("the CUDA backend cannot run node '" + node.name + "' (op " + op + ")");
+    }
+    nodes.push_back(std::move(fn));
+    node_names.push_back(node.name);
+    node_ops.push_back(op == "matmul" ? "matmul " + std::to_string(g.weight(node.inputs[1]).rows()) + "x" +
+                                            std::to_string(g.weight(node.inputs[1]).cols())
+                                      : op);
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::State::run_nodes(const StepContext& ctx) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    KILN_RETURN_IF_ERROR(nodes[i](ctx).with_context("node '" + node_names[i] + "'"));
+    KILN_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), node_names[i].c_str()));
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::State::run_nodes_profiled(const StepContext& ctx) {
+  while (profile_events.size() < nodes.size() + 1) {
+    cudaEvent_t e = nullptr;
+    KILN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+    profile_events.push_back(e);
+  }
+  KILN_CUDA_RETURN_IF_ERROR(cudaEventRecord(profile_events[0], stream));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    KILN_RETURN_IF_ERROR(nodes[i](ctx).with_context("node '" + node_names[i] + "'"));
+    KILN_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), node_names[i].c_str()));
+    KILN_CUDA_RETURN_IF_ERROR(cudaEventRecord(profile_events[i + 1], stream));
+  }
+  KILN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(profile_events[nodes.size()]));
+  double total = 0.0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    float ms = 0.0f;
+    KILN_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, profile_events[i], profile_events[i + 1]));
+    auto& e = profile_ms[(ctx.decode ? "decode  " : "prefill ") + node_ops[i]];
+    e.first += ms;
+    e.second += 1;
+    total += ms;
+  }
+  auto& step = profile_steps[ctx.decode ? "decode" : "prefill"];
+  step.first += total;
+  step.second += 1;
+  return Status::ok();
+}
+
+void CudaBackend::State::print_profile() const {
+  if (profile_steps.empty()) return;
+  std::fprintf(stderr, "kiln cuda profile (eager launches, events between nodes)\n");
+  for (const auto& [kind, e] : profile_steps) {
+    std::fprintf(stderr, "  %-8s %6lld steps, %9.3f ms a step\n", kind.c_str(), static_cast<long long>(e.second),
+                 e.first / static_cast<double>(e.second));
+    std::vector<std::pair<double, std::string>> rows;
+    for (const auto& [op, t] : profile_ms) {
+      if (op.rfind(kind, 0) == 0) rows.emplace_back(t.first, op.substr(8));
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    for (const auto& [ms, op] : rows) {
+      const auto& t = profile_ms.at((kind == "decode" ? "decode  " : "prefill ") + op);
+      std::fprintf(stderr, "    %-28s %9.3f ms a step  %5.1f%%  %8.2f us a call\n", op.c_str(),
+                   ms / static_cast<double>(e.second), 100.0 * ms / e.first,
+                   1e3 * ms / static_cast<double>(t.second));
+    }
+  }
+}
+
+CudaBackend::CudaBackend(std::unique_ptr<State> state) : s_(std::move(state)) {}
+CudaBackend::~CudaBackend() = default;
+
+Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
+  auto state = std::make_unique<State>();
+  KILN_ASSIGN_OR_RETURN(state->device, cuda_device_info(device));
+  KILN_RETURN_IF_ERROR(cuda_device_supported(state->device));
+  KILN_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  KILN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking));
+  KILN_CUBLAS_RETURN_IF_ERROR(cublasCreate(&state->cublas));
+  KILN_CUBLAS_RETURN_IF_ERROR(cublasSetStream(state->cublas, state->stream));
+  KILN_RETURN_IF_ERROR(state->workspace.allocate(kCublasWorkspace));
+  KILN_CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(state->cublas, state->workspace.ptr, state->workspace.bytes));
+  KILN_RETURN_IF_ERROR(attention_init());
+  if (const char* env = std::getenv("KILN_CUDA_GRAPHS"); env != nullptr && std::string(env) == "0") {
+    state->graphs_enabled = false;
+  }
+  if (const char* env = std::getenv("KILN_CUDA_PROFILE"); env != nullptr && std::string(env) == "1") {
+    state->profile = true;
+    state->graphs_enabled = false;
+  }
+  return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(state)));
+}
+
+std::string CudaBackend::target() const { return s_->device.target(); }
+
+const CudaDeviceInfo& CudaBackend::device() const { return s_->device; }
+
+void CudaBackend::set_graphs_enabled(bool enabled) {
+  s_->graphs_enabled = enabled;
+  if (!enabled) s_->clear_graphs();
+}
+int64_t CudaBackend::graphs_captured() const { return s_->graphs_captured; }
+int64_t CudaBackend::graph_replays() const { return s_->graph_replays; }
+
+Status CudaBackend::check_target(const std::string& engine_target) const {
+  if (engine_target.rfind("cuda-", 0) != 0) {
+    return invalid_argument("engine was built for " + engine_target + "; the CUDA backend runs engines built with "
+                            "`kiln build MODEL_DIR --target cuda` — rebuild it that way");
+  }
+  if (engine_target != kCudaTarget) {
+    return invalid_argument("engine was built for " + engine_target + "; this GPU (" + s_->device.name + ") is " +
+                            target() + " — run `kiln build MODEL_DIR --target cuda` again on this machine");
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::prepare(const runtime::LoadedModel& model, int64_t max_tokens) {
+  State& s = *s_;
+  s.clear_graphs();
+  if (model.graph().has_tensor_ops()) {
+    return unimplemented("the CUDA backend runs the LLM graphs; this engine holds general tensor ops (an imported "
+                         "ONNX model): build it for the CPU with `kiln build` (no --target)");
+  }
+  s.graph = &model.graph();
+  s.vocab = model.facts().vocab_size;
+  s.max_tokens = max_tokens;
+  s.max_seq_len = model.facts().max_seq_len;
+  const ir::Graph& g = *s.graph;
+
+  // Weights: one allocation, each weight 256-byte aligned, copied straight from the mapping.
+  s.weight_offset.clear();
+  size_t total = 0;
+  for (const auto& [name, w] : g.weights()) {
+    s.weight_offset[name] = total;
+    total = align_up(total + w.stored.size());
+  }
+  KILN_RETURN_IF_ERROR(s.weights.allocate(std::max<size_t>(total, kAlign)));
+  for (const auto& [name, w] : g.weights()) {
+    KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(s.weights.at<void>(s.weight_offset[name]), w.stored.data(), w.stored.size(),
+                                         cudaMemcpyHostToDevice));
+  }
+
+  KILN_RETURN_IF_ERROR(
+      s.arena.allocate(std::max<size_t>(static_cast<size_t>(g.arena_per_token() * max_tokens) * sizeof(float), kAlign)));
+  s.producer_of_inputs.clear();
+  for (ir::ValueId id : g.inputs()) {
+    const std::string& name = g.value(id).name;
+    if (name != "ids" && name != "positions" && name != "logit_rows") {
+      return unimplemented("the CUDA backend does not know graph input '" + name + "'");
+    }
+    s.producer_of_inputs.insert(id);
+  }
+
+  // GEMM scratch for the largest activation any product converts.
+  size_t scratch = kAlign;
+  for (const ir::Node& node : g.nodes()) {
+    if (node.op != "matmul") continue;
+    const ir::WeightEntry& w = g.weight(node.inputs[1]);
+    scratch = std::max(scratch, gemm_scratch_bytes(w.format, GemmActivations::kSplit, max_tokens, w.cols()));
+  }
+  KILN_RETURN_IF_ERROR(s.scratch.allocate(align_up(scratch)));
+
+  // The step block: regions sized for max_tokens tokens (and as many sequences), then one
+  // frequency table per distinct dynamic-NTK rope.
+  const auto n = static_cast<size_t>(max_tokens);
+  StepLayout& l = s.layout;
+  size_t at = 0;
+  auto region = [&](size_t bytes) {
+    const size_t offset = at;
+    at = align_up(at + bytes);
+    return offset;
+  };
+  l.ids = region(n * 4);
+  l.positions = region(n * 4);
+  l.logit_rows = region(n * 4);
+  l.token_seq = region(n * 4);
+  l.tiles = region(2 * n * sizeof(AttentionTile));  // tiles <= tokens / 32 + sequences
+  s.dynamic_ropes.clear();
+  for (const ir::Node& node : g.nodes()) {
+    if (node.op != "rope" || node.attr_str("type") != "dynamic") continue;
+    const cpu::RopeParams params = rope_params(node);
+    const int64_t rot = node.attr_int("rotary_dim");
+    KILN_RETURN_IF_ERROR(cpu::rope_params_validate(params, rot).with_context("node '" + node.name + "'"));
+    if (dynamic_rope_index(s.dynamic_ropes, params, rot) < 0) {
+      s.dynamic_ropes.push_back({params, rot, region(n * static_cast<size_t>(rot / 2) * sizeof(float))});
+    }
+  }
+  l.bytes = std::max(at, kAlign);
+  KILN_RETURN_IF_ERROR(s.step_dev.allocate(l.bytes));
+  KILN_RETURN_IF_ERROR(s.step_host.allocate(l.bytes));
+  s.input_offset = {{"ids", l.ids}, {"positions", l.positions}, {"logit_rows", l.logit_rows}};
+
+  KILN_RETURN_IF_ERROR(s.bind_nodes());
+  KILN_RETURN_IF_ERROR(s.constants.allocate(align_up(std::max<size_t>(s.constants_host.size(), 1) * sizeof(float))));
+  if (!s.constants_host.empty()) {
+    KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(s.constants.ptr, s.constants_host.data(),
+                                         s.constants_host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+
+  // Split decode attention: steps of few rows split their keys; size the partials for them.
+  s.split_tokens = 0;
+  size_t partial = 0;
+  for (const ir::Node& node : g.nodes()) {
+    if (node.op != "attention") continue;
+    const int heads = static_cast<int>(node.attr_int("num_heads")), dim = static_cast<int>(node.attr_int("head_dim"));
+    const int64_t t = std::min<int64_t>(max_tokens, 4 * s.device.multiprocessors / heads);
+    s.split_tokens = std::max(s.split_tokens, t);
+    partial = std::max(partial, attention_split_partial_floats(t, heads, dim, kMaxAttentionSplits) * sizeof(float));
+  }
+  KILN_RETURN_IF_ERROR(s.attention_partial.allocate(align_up(std::max<size_t>(partial, kAlign))));
+
+  // Block tables: room for max_tokens sequences of max_seq_len positions in blocks of 16; a
+  // cache with smaller blocks grows it (run_step).
+  const size_t table_ints = n * static_cast<size_t>((s.max_seq_len + 15) / 16);
+  KILN_RETURN_IF_ERROR(s.tables_dev.allocate(table_ints * 4));
+  KILN_RETURN_IF_ERROR(s.tables_host.allocate(table_ints * 4));
+  KILN_RETURN_IF_ERROR(s.logits_host.allocate(n * static_cast<size_t>(s.vocab) * sizeof(float)));
+  KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  return Status::ok();
+}
+
+Expected<std::unique_ptr<runtime::DeviceBuffer>> CudaBackend::allocate(size_t bytes) {
+  void* ptr = nullptr;
+  KILN_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)));
+  auto buffer = std::make_unique<CudaBuffer>(ptr, bytes, s_->device.index);
+  KILN_CUDA_RETURN_IF_ERROR(cudaMemset(ptr, 0, bytes));
+  // The step stream does not wait for the legacy stream the memset ran on.
+  KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  return std::unique_ptr<runtime::DeviceBuffer>(std::move(buffer));
+}
+
+Expected<std::span<const float>> CudaBackend::run_step(const runtime::StepView& step) {
+  State& s = *s_;
+  if (s.graph == nullptr) return internal_error("the CUDA backend runs a step before prepare()");
+  const std::string here = "cuda:" + std::to_string(s.device.index);
+  if (step.kv_cache->storage().device() != here) {
+    return invalid_argument("the KV cache lives on " + step.kv_cache->storage().device() + ", not on " + here +
+                            " (make it with Executor::create_kv_cache)");
+  }
+  const runtime::KvCacheSpec& spec = step.kv_cache->spec();
+  const auto nt = static_cast<size_t>(step.num_tokens);
+  const auto ns = static_cast<size_t>(step.num_seqs);
+
+  StepContext ctx;
+  ctx.num_tokens = step.num_tokens;
+  ctx.num_rows = step.num_rows;
+  ctx.num_seqs = step.num_seqs;
+  ctx.decode = step.num_tokens == step.num_seqs;
+  ctx.block_size = static_cast<int>(spec.block_size);
+  ctx.table_stride = static_cast<int>((s.max_seq_len + spec.block_size - 1) / spec.block_size);
+  ctx.cache = step.kv_cache;
+
+  // Block tables, one row of table_stride entries per sequence (only the entries covering its
+  // positions are filled: the kernels read no others).
+  const size_t table_ints = ns * static_cast<size_t>(ctx.table_stride);
+  if (table_ints * 4 > s.tables_host.bytes) {
+    s.clear_graphs();  // captured graphs read the old table address
+    KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
+    const size_t want = static_cast<size_t>(s.max_tokens) * static_cast<size_t>(ctx.table_stride) * 4;
+    KILN_RETURN_IF_ERROR(s.tables_dev.allocate(want));
+    KILN_RETURN_IF_ERROR(s.tables_host.allocate(want));
+  }
+  auto* tables = s.tables_host.at<int32_t>(0);
+  for (size_t q = 0; q < ns; ++q) {
+    const int64_t end = step.context_len[q] + (step.query_start[q + 1] - step.query_start[q]);
+    const auto blocks = static_cast<size_t>((end + spec.block_size - 1) / spec.block_size);
+    std::memcpy(tables + q * static_cast<size_t>(ctx.table_stride), step.block_tables[q], blocks * 4);
+  }
+
+  // The step block.
+  const StepLayout& l = s.layout;
+  std::memcpy(s.step_host.at<int32_t>(l.ids), step.ids, nt * 4);
+  std::memcpy(s.step_host.at<int32_t>(l.positions), step.positions, nt * 4);
+  std::memcpy(s.step_host.at<int32_t>(l.logit_rows), step.logit_rows, static_cast<size_t>(step.num_rows) * 4);
+  auto* token_seq = s.step_host.at<int32_t>(l.token_seq);
+  auto* tiles = s.step_host.at<AttentionTile>(l.tiles);
+  int64_t num_tiles = 0;
+  for (size_t q = 0; q < ns; ++q) {
+    const int32_t begin = step.query_start[q], end = step.query_start[q + 1];
+    for (int32_t i = begin; i < end; ++i) token_seq[i] = static_cast<int32_t>(q);
+    for (int32_t r = begin; r < end; r += kAttentionTileRows) {
+      tiles[num_tiles++] = {static_cast<int32_t>(q), r, std::min(kAttentionTileRows, end - r), 0};
+    }
+  }
+  ctx.num_tiles = num_tiles;
+  for (const DynamicRope& d : s.dynamic_ropes) {
+    const auto half = static_cast<size_t>(d.rotary_dim / 2);
+    for (size_t q = 0; q < ns; ++q) {
+      const int64_t len = step.context_len[q] + (step.query_start[q + 1] - step.query_start[q]);
+      const std::vector<float> inv = cpu::rope_inv_freq(d.params, d.rotary_dim, len);
+      std::memcpy(s.step_host.at<float>(d.offset) + q * half, inv.data(), half * sizeof(float));
+    }
+  }
+  KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.step_dev.ptr, s.step_host.ptr, l.bytes, cudaMemcpyHostToDevice, s.stream));
+  KILN_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(s.tables_dev.ptr, s.tables_host.ptr, table_ints * 4, cudaMemcpyHostToDevice, s.stream));
+
+  ctx.tokens = {s.step_dev.at<int32_t>(l.token_seq), s.step_dev.at<int32_t>(l.positions)};
+  ctx.tiles = s.step_dev.at<AttentionTile>(l.tiles);
+  ctx.tables = s.tables_dev.at<int32_t>(0);
+
+  if (ctx.decode && s.graphs_enabled) {
+    const auto key = std::make_tuple(ctx.num_tokens, ctx.num_rows, static_cast<const void*>(step.kv_cache->k(0)),
+                                     ctx.table_stride, ctx.block_size);
+    auto it = s.graphs.find(key);
+    if (it == s.graphs.end() && static_cast<int64_t>(s.graphs.size()) < kMaxGraphs) {
+      KILN_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+      const Status st = s.run_nodes(ctx);
+      cudaGraph_t captured = nullptr;
+      const cudaError_t end = cudaStreamEndCapture(s.stream, &captured);
+      if (!st) {
+        if (captured != nullptr) cudaGraphDestroy(captured);
+        return st;
+      }
+      KILN_CUDA_RETURN_IF_ERROR(end);
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t inst = cudaGraphInstantiate(&exec, captured, 0);
+      cudaGraphDestroy(captured);
+      KILN_CUDA_RETURN_IF_ERROR(inst);
+      it = s.graphs.emplace(key, exec).first;
+      ++s.graphs_captured;
+    }
+    if (it != s.graphs.end()) {
+      KILN_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, s.stream));
+      ++s.graph_replays;
+    } else {
+      KILN_RETURN_IF_ERROR(s.run_nodes(ctx));
+    }
+  } else {
+    KILN_RETURN_IF_ERROR(s.profile ? s.run_nodes_profiled(ctx) : s.run_nodes(ctx));
+  }
+
+  const auto* logits = static_cast<const float*>(s.buffer(s.graph->outputs()[0]));
+  const size_t count = static_cast<size_t>(step.num_rows * s.vocab);
+  KILN_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(s.logits_host.ptr, logits, count * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
+  KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
+  return std::span<const float>(s.logits_host.at<float>(0), count);
+}
+
+}  // namespace kiln::cuda

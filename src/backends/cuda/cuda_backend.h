@@ -1,0 +1,59 @@
+// The CUDA backend: runs a Kiln engine built for cuda-sm90 on a Hopper GPU.
+//
+// prepare() binds every node of the graph to a kernel of this folder (one kernel family per
+// file, a launch_<op>() beside each kernel), uploads the weights once from the mapped engine into
+// one device allocation (no host copy on the way), and allocates everything a step needs: the
+// activation arena (the engine's memory plan times max_tokens), the GEMM scratch, the cuBLAS
+// workspace, a device block for the step's inputs and pinned host buffers for the transfers.
+// run_step() allocates nothing on the device: it packs the step (ids, positions, logit rows,
+// token-to-sequence map, attention tiles, dynamic-rope frequencies, block tables) into pinned
+// memory, copies it over in two transfers, runs the graph on one stream and copies the logits
+// back. Decode steps (one new token per sequence) are captured into a CUDA graph the first time
+// a batch shape is seen and replayed after that; every varying input is read from the device
+// step block, so a replay computes exactly what the eager launches would. The block-table area
+// grows when a KV cache with more blocks per sequence arrives (the only allocation after
+// prepare; it drops the captured graphs).
+//
+// Ownership: the backend owns its device memory, stream, cuBLAS handle and graphs; the model
+// must outlive it; KV-cache storage comes from allocate() and is owned by the caller's KvCache.
+// CUDA types stay inside backends/cuda: this header is plain C++.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "backends/cuda/cuda_device.h"
+#include "runtime/backend.h"
+
+namespace kiln::cuda {
+
+class CudaBackend final : public runtime::Backend {
+ public:
+  // The backend on GPU `device`; fails when there is no GPU or it is not a Hopper GPU.
+  static Expected<std::unique_ptr<CudaBackend>> create(int device = 0);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string target() const override;
+  Status check_target(const std::string& engine_target) const override;
+  Status prepare(const runtime::LoadedModel& model, int64_t max_tokens) override;
+  Expected<std::unique_ptr<runtime::DeviceBuffer>> allocate(size_t bytes) override;
+  Expected<std::span<const float>> run_step(const runtime::StepView& step) override;
+
+  const CudaDeviceInfo& device() const;
+  // Decode steps run from captured CUDA graphs (default on; KILN_CUDA_GRAPHS=0 turns it off).
+  void set_graphs_enabled(bool enabled);
+  int64_t graphs_captured() const;
+  int64_t graph_replays() const;
+
+  struct State;
+
+ private:
+  explicit CudaBackend(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace kiln::cuda

@@ -1,0 +1,100 @@
+#include "backends/cuda/cuda_elementwise.h"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) {
+  // A grid-stride loop covers the rest: a few waves of blocks keep every SM busy.
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
+}
+
+__device__ __forceinline__ float silu_f(float v) { return v / (1.0f + expf(-v)); }
+
+// op 0: a + b, op 1: a * b.
+template <int kOp>
+__global__ void binary_kernel(const float* a, const float* b, int64_t n, float* y) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] = kOp == 0 ? a[i] + b[i] : a[i] * b[i];
+  }
+}
+
+// op 0: silu, op 1: gelu_tanh.
+template <int kOp>
+__global__ void activation_kernel(const float* x, int64_t n, float* y) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  constexpr float kCubic = 0.044715f;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const float v = x[i];
+    if (kOp == 0) {
+      y[i] = silu_f(v);
+    } else {
+      const float inner = kSqrt2OverPi * (v + kCubic * (v * v * v));
+      y[i] = (0.5f * v) * (1.0f + tanhf(inner));
+    }
+  }
+}
+
+// x: [m, 2 * inter], y: [m, inter].
+__global__ void silu_mul_kernel(const float* x, int64_t m, int64_t inter, float* y) {
+  const int64_t n = m * inter;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / inter, c = i - r * inter;
+    const float* row = x + r * 2 * inter;
+    y[i] = silu_f(row[c]) * row[c + inter];
+  }
+}
+
+// x: [m, width]; every element goes to the output whose column range holds it.
+__global__ void split_kernel(const float* x, int64_t m, int64_t width, SplitOutputs outs) {
+  const int64_t n = m * width;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / width;
+    int64_t c = i - r * width;
+    int j = 0;
+    while (c >= outs.size[j]) c -= outs.size[j++];
+    outs.out[j][r * outs.size[j] + c] = x[i];
+  }
+}
+
+// y: [m, n] += bias[n].
+__global__ void add_bias_kernel(float* y, int64_t m, int64_t n, const float* bias) {
+  const int64_t total = m * n;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    y[i] += bias[i % n];
+  }
+}
+
+}  // namespace
+
+void launch_add(const float* a, const float* b, int64_t n, float* y, cudaStream_t stream) {
+  if (n > 0) binary_kernel<0><<<blocks_for(n), kThreads, 0, stream>>>(a, b, n, y);
+}
+
+void launch_mul(const float* a, const float* b, int64_t n, float* y, cudaStream_t stream) {
+  if (n > 0) binary_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(a, b, n, y);
+}
+
+void launch_silu(const float* x, int64_t n, float* y, cudaStream_t stream) {
+  if (n > 0) activation_kernel<0><<<blocks_for(n), kThreads, 0, stream>>>(x, n, y);
+}
+
+void launch_gelu_tanh(const float* x, int64_t n, float* y, cudaStream_t stream) {
+  if (n > 0) activation_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(x, n, y);
+}
+
+void launch_silu_mul(const float* x, int64_t m, int64_t inter, float* y, cudaStream_t stream) {
+  if (m * inter > 0) silu_mul_kernel<<<blocks_for(m * inter), kThreads, 0, stream>>>(x, m, inter, y);
+}
+
+void launch_split(const float* x, int64_t m, int64_t width, const SplitOutputs& outputs, cudaStream_t stream) {
+  if (m * width > 0) split_kernel<<<blocks_for(m * width), kThreads, 0, stream>>>(x, m, width, outputs);
+}
+
+void launch_add_bias(float* y, int64_t m, int64_t n, const float* bias, cudaStream_t stream) {
+  if (m * n > 0) add_bias_kernel<<<blocks_for(m * n), kThreads, 0, stream>>>(y, m, n, bias);
+}
+
+}  // namespace kiln::cuda

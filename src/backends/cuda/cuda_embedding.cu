@@ -1,0 +1,57 @@
+#include "backends/cuda/cuda_embedding.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// One block per token: table: [vocab, hidden] of T, y: [t, hidden].
+template <typename T>
+__global__ void embedding_kernel(const T* table, int64_t hidden, const int32_t* ids, float* y) {
+  const T* row = table + static_cast<int64_t>(ids[blockIdx.x]) * hidden;
+  float* out = y + blockIdx.x * hidden;
+  for (int64_t j = threadIdx.x; j < hidden; j += kThreads) out[j] = to_float(row[j]);
+}
+
+// One block per gathered row.
+__global__ void gather_rows_kernel(const float* x, int64_t cols, const int32_t* rows, float* y) {
+  const float* src = x + static_cast<int64_t>(rows[blockIdx.x]) * cols;
+  float* dst = y + blockIdx.x * cols;
+  for (int64_t j = threadIdx.x; j < cols; j += kThreads) dst[j] = src[j];
+}
+
+}  // namespace
+
+bool embedding_supports(ir::WeightFormat format) {
+  return format == ir::WeightFormat::kF32 || format == ir::WeightFormat::kF16 || format == ir::WeightFormat::kBF16;
+}
+
+void launch_embedding(const void* table, ir::WeightFormat format, int64_t hidden, const int32_t* ids, int64_t t,
+                      float* y, cudaStream_t stream) {
+  if (t <= 0) return;
+  const auto blocks = static_cast<unsigned>(t);
+  switch (format) {
+    case ir::WeightFormat::kF16:
+      embedding_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(table), hidden, ids, y);
+      break;
+    case ir::WeightFormat::kBF16:
+      embedding_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(table), hidden, ids, y);
+      break;
+    default:
+      embedding_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(table), hidden, ids, y);
+      break;
+  }
+}
+
+void launch_gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t r, float* y, cudaStream_t stream) {
+  if (r > 0) gather_rows_kernel<<<static_cast<unsigned>(r), kThreads, 0, stream>>>(x, cols, rows, y);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,110 @@
+#include "backends/cuda/cuda_gemm.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstddef>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_elementwise.h"
+#include "backends/cuda/cuda_gemv.h"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ __half round_to(float v, __half*) { return __float2half_rn(v); }
+__device__ __forceinline__ __nv_bfloat16 round_to(float v, __nv_bfloat16*) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
+__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// x: [n] fp32 -> parts [kParts, n] of T with x ~= sum of the parts: each part rounds what the
+// earlier ones left over.
+template <typename T, int kParts>
+__global__ void split_activations_kernel(const float* x, int64_t n, T* parts) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    float rest = x[i];
+#pragma unroll
+    for (int p = 0; p < kParts; ++p) {
+      const T part = round_to(rest, static_cast<T*>(nullptr));
+      parts[p * n + i] = part;
+      rest -= widen(part);
+    }
+  }
+}
+
+int parts_of(ir::WeightFormat format, GemmActivations mode) {
+  if (format == ir::WeightFormat::kF32) return 0;
+  if (mode == GemmActivations::kRounded) return 1;
+  return format == ir::WeightFormat::kF16 ? 2 : 3;
+}
+
+template <typename T>
+void launch_split(const float* x, int64_t n, int parts, void* out, cudaStream_t stream) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  const auto blocks = static_cast<unsigned>(b < 65535 * 8 ? b : 65535 * 8);
+  T* o = static_cast<T*>(out);
+  if (parts == 1) split_activations_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(x, n, o);
+  if (parts == 2) split_activations_kernel<T, 2><<<blocks, kThreads, 0, stream>>>(x, n, o);
+  if (parts == 3) split_activations_kernel<T, 3><<<blocks, kThreads, 0, stream>>>(x, n, o);
+}
+
+}  // namespace
+
+bool gemm_supports(ir::WeightFormat format) {
+  return format == ir::WeightFormat::kF32 || format == ir::WeightFormat::kF16 || format == ir::WeightFormat::kBF16;
+}
+
+size_t gemm_scratch_bytes(ir::WeightFormat format, GemmActivations mode, int64_t m, int64_t k) {
+  return static_cast<size_t>(parts_of(format, mode)) * static_cast<size_t>(m * k) * 2;
+}
+
+Status launch_gemm(cublasHandle_t handle, ir::WeightFormat format, GemmActivations mode, const float* x, int64_t m,
+                   int64_t k, const void* w, int64_t n, const float* bias, float* y, void* scratch,
+                   cudaStream_t stream) {
+  if (m <= 0 || n <= 0) return Status::ok();
+  const float one = 1.0f, zero = 0.0f;
+  // Column-major view: y^T [n, m] = W [k, n]^T · x^T [k, m].
+  const int in = static_cast<int>(n), im = static_cast<int>(m), ik = static_cast<int>(k);
+  if (format == ir::WeightFormat::kF32) {
+    KILN_CUBLAS_RETURN_IF_ERROR(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, in, im, ik, &one, w, CUDA_R_32F, ik, x,
+                                             CUDA_R_32F, ik, &zero, y, CUDA_R_32F, in, CUBLAS_COMPUTE_32F,
+                                             CUBLAS_GEMM_DEFAULT));
+  } else {
+    const int parts = parts_of(format, mode);
+    const bool half = format == ir::WeightFormat::kF16;
+    const cudaDataType_t type = half ? CUDA_R_16F : CUDA_R_16BF;
+    if (half) {
+      launch_split<__half>(x, m * k, parts, scratch, stream);
+    } else {
+      launch_split<__nv_bfloat16>(x, m * k, parts, scratch, stream);
+    }
+    KILN_CUDA_RETURN_IF_LAUNCH_FAILED("activation conversion");
+    for (int p = 0; p < parts; ++p) {
+      const void* xp = static_cast<const std::byte*>(scratch) + static_cast<size_t>(p) * static_cast<size_t>(m * k) * 2;
+      KILN_CUBLAS_RETURN_IF_ERROR(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, in, im, ik, &one, w, type, ik, xp,
+                                               type, ik, p == 0 ? &zero : &one, y, CUDA_R_32F, in,
+                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+  }
+  if (bias != nullptr) {
+    launch_add_bias(y, m, n, bias, stream);
+    KILN_CUDA_RETURN_IF_LAUNCH_FAILED("bias add");
+  }
+  return Status::ok();
+}
+
+Status launch_matmul(const CudaMatmulKernel& kernel, cublasHandle_t handle, const float* x, int64_t m, int64_t k,
+                     const void* w, int64_t n, const float* bias, float* y, void* scratch, cudaStream_t stream) {
+  if (kernel.algo == CudaMatmulAlgo::kGemv) {
+    launch_gemv(kernel.format, x, m, k, w, n, bias, y, stream);
+    KILN_CUDA_RETURN_IF_LAUNCH_FAILED("gemv");
+    return Status::ok();
+  }
+  const GemmActivations mode = kernel.algo == CudaMatmulAlgo::kGemmRounded ? GemmActivations::kRounded
+                                                                           : GemmActivations::kSplit;
+  return launch_gemm(handle, kernel.format, mode, x, m, k, w, n, bias, y, scratch, stream);
+}
+
+}  // namespace kiln::cuda

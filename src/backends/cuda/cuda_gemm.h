@@ -1,0 +1,42 @@
+// Matrix products for prefill-sized steps through cuBLAS: y[m, n] = x[m, k] · W[n, k]^T
+// (+ bias[n]), W in a float row format, x and y fp32, fp32 accumulation.
+//   f32 weights: SGEMM on the fp32 activations (no TF32).
+//   f16 / bf16 weights, GemmActivations::kRounded: x is rounded to the weights' type and one
+//     tensor-core GEMM runs (relative error about 2^-11 (fp16) or 2^-8 (bf16) per activation).
+//   f16 / bf16 weights, GemmActivations::kSplit: x is written as a sum of 2 (fp16) or 3 (bf16)
+//     parts of the weights' type, each part a tensor-core GEMM accumulating into y: the
+//     products of fp32 activations to within fp32 rounding, at 2-3x the arithmetic.
+// The conversion needs scratch device memory (gemm_scratch_bytes); the caller owns it, x, w,
+// bias and y (y must not alias x), and the cuBLAS handle (bound to `stream`, with its own
+// workspace, so that calls can be captured into a CUDA graph).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cuda/cuda_matmul.h"
+#include "base/status.h"
+#include "ir/weight_format.h"
+
+namespace kiln::cuda {
+
+enum class GemmActivations { kSplit, kRounded };
+
+bool gemm_supports(ir::WeightFormat format);
+
+// Scratch bytes launch_gemm needs for m rows of k activations.
+size_t gemm_scratch_bytes(ir::WeightFormat format, GemmActivations mode, int64_t m, int64_t k);
+
+Status launch_gemm(cublasHandle_t handle, ir::WeightFormat format, GemmActivations mode, const float* x, int64_t m,
+                   int64_t k, const void* w, int64_t n, const float* bias, float* y, void* scratch,
+                   cudaStream_t stream);
+
+// Runs a named matmul kernel (cuda_matmul.h): the gemv kernel, or launch_gemm in its mode.
+// scratch holds gemm_scratch_bytes(kernel.format, mode, m, k) bytes for the GEMM kernels.
+Status launch_matmul(const CudaMatmulKernel& kernel, cublasHandle_t handle, const float* x, int64_t m, int64_t k,
+                     const void* w, int64_t n, const float* bias, float* y, void* scratch, cudaStream_t stream);
+
+}  // namespace kiln::cuda

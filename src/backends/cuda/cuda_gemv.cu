@@ -1,0 +1,173 @@
+#include "backends/cuda/cuda_gemv.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
+
+// A weight row is read once: bypass L1 (the read-only path, no allocation).
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+}
+
+template <typename T>
+struct Weights;
+
+template <>
+struct Weights<float> {
+  static constexpr int kPerLoad = 4;
+  __device__ static void widen(uint4 v, float* f) {
+    f[0] = __uint_as_float(v.x);
+    f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z);
+    f[3] = __uint_as_float(v.w);
+  }
+  __device__ static float one(const float* p) { return *p; }
+};
+
+template <>
+struct Weights<__half> {
+  static constexpr int kPerLoad = 8;
+  __device__ static void widen(uint4 v, float* f) {
+    const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      __half2 h;
+      memcpy(&h, &words[i], sizeof(h));
+      const float2 p = __half22float2(h);
+      f[2 * i] = p.x;
+      f[2 * i + 1] = p.y;
+    }
+  }
+  __device__ static float one(const __half* p) { return __half2float(*p); }
+};
+
+template <>
+struct Weights<__nv_bfloat16> {
+  static constexpr int kPerLoad = 8;
+  __device__ static void widen(uint4 v, float* f) {
+    const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[2 * i] = __uint_as_float(words[i] << 16);
+      f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  }
+  __device__ static float one(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+};
+
+// acc[r] += w[0..E) . x[r, e0 .. e0+E) for every activation row r.
+template <int M, int E>
+__device__ __forceinline__ void fma_rows(const float* w, const float* x, int64_t k, int64_t e0, float* acc) {
+#pragma unroll
+  for (int r = 0; r < M; ++r) {
+    const float4* x4 = reinterpret_cast<const float4*>(x + r * k + e0);
+#pragma unroll
+    for (int q = 0; q < E / 4; ++q) {
+      const float4 xv = __ldg(x4 + q);
+      acc[r] += w[4 * q] * xv.x + w[4 * q + 1] * xv.y + w[4 * q + 2] * xv.z + w[4 * q + 3] * xv.w;
+    }
+  }
+}
+
+// One warp per weight row. kVec: k is a multiple of the elements per 16-byte load and both x and
+// w are 16-byte aligned; otherwise one element per lane and step.
+template <typename T, int M, bool kVec>
+__global__ void __launch_bounds__(kThreads) gemv_kernel(const float* x, int64_t k, const T* w, int64_t n,
+                                                        const float* bias, float* y) {
+  using W = Weights<T>;
+  constexpr int E = W::kPerLoad;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (row >= n) return;
+  const T* wrow = w + row * k;
+  float acc[M] = {};
+  if (kVec) {
+    const uint4* w4 = reinterpret_cast<const uint4*>(wrow);
+    const int64_t nv = k / E;
+    int64_t v = lane;
+    for (; v + 32 * (kUnroll - 1) < nv; v += 32 * kUnroll) {
+      uint4 buf[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) buf[u] = load_stream(w4 + v + 32 * u);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        float wf[E];
+        W::widen(buf[u], wf);
+        fma_rows<M, E>(wf, x, k, (v + 32 * u) * E, acc);
+      }
+    }
+    for (; v < nv; v += 32) {
+      float wf[E];
+      W::widen(load_stream(w4 + v), wf);
+      fma_rows<M, E>(wf, x, k, v * E, acc);
+    }
+  } else {
+    for (int64_t e = lane; e < k; e += 32) {
+      const float wv = W::one(wrow + e);
+#pragma unroll
+      for (int r = 0; r < M; ++r) acc[r] += wv * x[r * k + e];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < M; ++r) {
+    float s = acc[r];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) y[r * n + row] = bias != nullptr ? s + bias[row] : s;
+  }
+}
+
+template <typename T, int M>
+void launch_rows(const float* x, int64_t k, const void* w, int64_t n, const float* bias, float* y,
+                 cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
+  const T* wt = static_cast<const T*>(w);
+  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  if (aligned && k % Weights<T>::kPerLoad == 0) {
+    gemv_kernel<T, M, true><<<blocks, kThreads, 0, stream>>>(x, k, wt, n, bias, y);
+  } else {
+    gemv_kernel<T, M, false><<<blocks, kThreads, 0, stream>>>(x, k, wt, n, bias, y);
+  }
+}
+
+template <typename T>
+void launch_typed(const float* x, int64_t m, int64_t k, const void* w, int64_t n, const float* bias, float* y,
+                  cudaStream_t stream) {
+  switch (m) {
+    case 1: return launch_rows<T, 1>(x, k, w, n, bias, y, stream);
+    case 2: return launch_rows<T, 2>(x, k, w, n, bias, y, stream);
+    case 3: return launch_rows<T, 3>(x, k, w, n, bias, y, stream);
+    case 4: return launch_rows<T, 4>(x, k, w, n, bias, y, stream);
+    case 5: return launch_rows<T, 5>(x, k, w, n, bias, y, stream);
+    case 6: return launch_rows<T, 6>(x, k, w, n, bias, y, stream);
+    default: return launch_rows<T, 7>(x, k, w, n, bias, y, stream);
+  }
+}
+
+}  // namespace
+
+bool gemv_supports(ir::WeightFormat format) {
+  return format == ir::WeightFormat::kF32 || format == ir::WeightFormat::kF16 || format == ir::WeightFormat::kBF16;
+}
+
+void launch_gemv(ir::WeightFormat format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,
+                 const float* bias, float* y, cudaStream_t stream) {
+  if (m <= 0 || n <= 0) return;
+  static_assert(kGemvMaxRows == 8, "launch_typed instantiates m = 1 .. 7");
+  switch (format) {
+    case ir::WeightFormat::kF16: return launch_typed<__half>(x, m, k, w, n, bias, y, stream);
+    case ir::WeightFormat::kBF16: return launch_typed<__nv_bfloat16>(x, m, k, w, n, bias, y, stream);
+    default: return launch_typed<float>(x, m, k, w, n, bias, y, stream);
+  }
+}
+
+}  // namespace kiln::cuda

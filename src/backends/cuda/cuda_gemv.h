@@ -1,0 +1,25 @@
+// Matrix-vector products for decode-sized steps: y[m, n] = x[m, k] · W[n, k]^T (+ bias[n]) for
+// m < kGemvMaxRows, W in a float row format (f32, f16, bf16; ir/weight_format.h), x and y fp32.
+// Decode reads every weight once per token, so this kernel is what bounds decode speed: one
+// warp per weight row streams it with 16-byte loads that skip L1, four in flight per lane,
+// widens to fp32 in registers and keeps the activations in fp32 (exact products; only the
+// summation order differs from the CPU). Device buffers owned by the caller; y must not alias x.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ir/weight_format.h"
+
+namespace kiln::cuda {
+
+inline constexpr int64_t kGemvMaxRows = 8;  // m < this
+
+bool gemv_supports(ir::WeightFormat format);
+
+// x: [m, k]; w: [n, k] in `format`; bias: [n] or nullptr; y: [m, n]. 1 <= m < kGemvMaxRows.
+void launch_gemv(ir::WeightFormat format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,
+                 const float* bias, float* y, cudaStream_t stream);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,41 @@
+#include "backends/cuda/cuda_matmul.h"
+
+#include "backends/cuda/cuda_gemv.h"
+
+namespace kiln::cuda {
+namespace {
+
+using F = ir::WeightFormat;
+using A = CudaMatmulAlgo;
+
+constexpr CudaMatmulKernel kKernels[] = {
+    {"f32.cuda.gemv", F::kF32, A::kGemv},          {"f32.cuda.sgemm", F::kF32, A::kGemmSplit},
+    {"f16.cuda.gemv", F::kF16, A::kGemv},          {"f16.cuda.gemm_split", F::kF16, A::kGemmSplit},
+    {"f16.cuda.gemm", F::kF16, A::kGemmRounded},   {"bf16.cuda.gemv", F::kBF16, A::kGemv},
+    {"bf16.cuda.gemm_split", F::kBF16, A::kGemmSplit}, {"bf16.cuda.gemm", F::kBF16, A::kGemmRounded},
+};
+
+}  // namespace
+
+std::vector<const CudaMatmulKernel*> cuda_matmul_kernels(ir::WeightFormat format, int64_t m) {
+  std::vector<const CudaMatmulKernel*> out;
+  for (const CudaMatmulKernel& k : kKernels) {
+    if (k.format == format && cuda_matmul_kernel_fits(k, m) && (k.algo == A::kGemv) == (m < kGemvMaxRows)) {
+      out.push_back(&k);
+    }
+  }
+  return out;
+}
+
+const CudaMatmulKernel* cuda_matmul_kernel_find(std::string_view name) {
+  for (const CudaMatmulKernel& k : kKernels) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
+
+bool cuda_matmul_kernel_fits(const CudaMatmulKernel& kernel, int64_t m) {
+  return kernel.algo != A::kGemv || m < kGemvMaxRows;
+}
+
+}  // namespace kiln::cuda

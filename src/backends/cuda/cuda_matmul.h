@@ -1,0 +1,39 @@
+// The CUDA matmul kernels `kiln build --target cuda` chooses among, by name (recorded on each
+// matmul node as kernel_decode / kernel_prefill, like the CPU's). Names read
+// "<format>.cuda.<algorithm>":
+//   gemv        decode steps (m < 8): one warp per weight row, fp32 activations (cuda_gemv.h);
+//   sgemm       f32 weights, cuBLAS SGEMM;
+//   gemm_split  f16/bf16 weights, cuBLAS tensor-core GEMMs over activations split into 2-3
+//               parts: fp32-accurate; listed first, so it is what an untimed build takes;
+//   gemm        f16/bf16 weights, one tensor-core GEMM over activations rounded to the weights'
+//               type: the fast prefill path that timing picks (cuda_gemm.h).
+// Weights are stored in row formats (f32, f16, bf16); the panel layouts of the CPU are not read
+// here. Plain C++: the build's kernel tuner lists them without a GPU.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "ir/weight_format.h"
+
+namespace kiln::cuda {
+
+enum class CudaMatmulAlgo { kGemv, kGemmSplit, kGemmRounded };
+
+struct CudaMatmulKernel {
+  std::string_view name;
+  ir::WeightFormat format;
+  CudaMatmulAlgo algo;
+};
+
+// Kernels for `format` suited to products of `m` activation rows, best guess first; empty when
+// the CUDA backend cannot read the format.
+std::vector<const CudaMatmulKernel*> cuda_matmul_kernels(ir::WeightFormat format, int64_t m);
+
+// The kernel called `name`, or nullptr.
+const CudaMatmulKernel* cuda_matmul_kernel_find(std::string_view name);
+
+// Whether `kernel` can compute a product of m rows (gemv: m < 8).
+bool cuda_matmul_kernel_fits(const CudaMatmulKernel& kernel, int64_t m);
+
+}  // namespace kiln::cuda

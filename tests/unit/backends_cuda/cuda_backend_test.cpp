@@ -1,0 +1,315 @@
+// The CUDA backend end to end on the golden models (tests/golden/data; see its README): engines
+// built with --target cuda against the reference logits and greedy continuations, against the
+// CPU engine of the same format, over chunked, batched and graph-replayed steps; and the target
+// checks between CPU and CUDA engines (these run without a GPU).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_tuner.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_tuner.h"
+#include "engine/engine_builder.h"
+#include "nlohmann/json.hpp"
+#include "runtime/sequence_runner.h"
+#include "support/npy_reader.h"
+#include "unit/backends_cuda/cuda_test_support.h"
+
+namespace kiln::cuda {
+namespace {
+
+namespace fs = std::filesystem;
+
+// KILN_SOURCE_DIR in the environment points the tests at another checkout (a GPU machine that
+// runs binaries built elsewhere).
+const fs::path kData = fs::path(std::getenv("KILN_SOURCE_DIR") != nullptr ? std::getenv("KILN_SOURCE_DIR")
+                                                                          : KILN_SOURCE_DIR) /
+                       "tests/golden/data";
+
+std::vector<std::string> case_names() {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(kData)) {
+    if (fs::exists(e.path() / "golden.json")) names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+nlohmann::json load_golden(const std::string& name) {
+  std::ifstream in(kData / name / "golden.json");
+  return nlohmann::json::parse(in);
+}
+
+// Builds `case_name` in `format` for the CUDA target (kernels timed on the GPU when `timed`;
+// untimed builds take each list's first kernel: fp32 activations throughout) or the CPU.
+std::string build(const std::string& case_name, ir::WeightFormat format, bool cuda, bool timed = false) {
+  const std::string path = (fs::temp_directory_path() / ("kiln_cuda_test_" + case_name + "_" +
+                                                        std::string(ir::weight_format_name(format)) +
+                                                        (cuda ? (timed ? "_timed" : "_cuda") : "_cpu") + ".kiln"))
+                               .string();
+  engine::EngineBuildRequest req;
+  req.model_dir = (kData / case_name).string();
+  req.output_path = path;
+  req.options.matmul_format = format;
+  req.options.max_batch_tokens = 64;
+  req.options.autotune = timed;
+  engine::EngineBuildHooks hooks;
+  std::unique_ptr<passes::KernelTuner> tuner;
+  if (cuda) {
+    auto t = CudaKernelTuner::create(timed);
+    EXPECT_TRUE(t) << t.status().message();
+    if (!t) return "";
+    tuner = std::move(*t);
+  } else {
+    cpu::cpu_set_threads(2);
+    tuner = std::make_unique<cpu::CpuKernelTuner>(cpu::isa_active());
+  }
+  hooks.tuner = tuner.get();
+  Status st = engine::build_engine(req, hooks);
+  EXPECT_TRUE(st) << st.message();
+  return path;
+}
+
+// A loaded engine on its backend with a 64-block cache of 4 positions each.
+class Engine {
+ public:
+  Engine(const std::string& case_name, ir::WeightFormat format, bool cuda, bool timed = false)
+      : path_(build(case_name, format, cuda, timed)) {
+    auto m = runtime::LoadedModel::load(path_);
+    EXPECT_TRUE(m) << m.status().message();
+    if (!m) return;
+    model_ = std::move(*m);
+    if (cuda) {
+      auto b = CudaBackend::create(0);
+      EXPECT_TRUE(b) << b.status().message();
+      if (!b) return;
+      gpu_ = b->get();
+      backend_ = std::move(*b);
+    } else {
+      backend_ = std::make_unique<cpu::CpuBackend>();
+    }
+    auto ex = runtime::Executor::create(*model_, *backend_);
+    EXPECT_TRUE(ex) << ex.status().message();
+    if (!ex) return;
+    executor_ = std::move(*ex);
+    auto cache = executor_->create_kv_cache(64, 4);
+    EXPECT_TRUE(cache) << cache.status().message();
+    if (cache) cache_ = std::move(*cache);
+  }
+  ~Engine() { fs::remove(path_); }
+  bool ok() const { return cache_ != nullptr; }
+  int64_t vocab() const { return model_->facts().vocab_size; }
+  runtime::Executor& executor() { return *executor_; }
+  runtime::KvCache& cache() { return *cache_; }
+  CudaBackend* gpu() { return gpu_; }
+  const runtime::LoadedModel& model() const { return *model_; }
+
+  std::vector<float> logits(const std::vector<int32_t>& ids, int64_t chunk = 0) {
+    runtime::SequenceRunner r(*executor_, *cache_, vocab());
+    auto out = r.feed(ids, true, chunk);
+    EXPECT_TRUE(out) << out.status().message();
+    return out ? *out : std::vector<float>{};
+  }
+  std::vector<int32_t> greedy(const std::vector<int32_t>& prompt, int64_t n) {
+    runtime::SequenceRunner r(*executor_, *cache_, vocab());
+    auto out = r.greedy(prompt, n);
+    EXPECT_TRUE(out) << out.status().message();
+    return out ? *out : std::vector<int32_t>{};
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<runtime::LoadedModel> model_;
+  std::unique_ptr<runtime::Backend> backend_;
+  CudaBackend* gpu_ = nullptr;
+  std::unique_ptr<runtime::Executor> executor_;
+  std::unique_ptr<runtime::KvCache> cache_;
+};
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
+  return m;
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i])) return INFINITY;
+    m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
+  }
+  return m;
+}
+
+class CudaGoldenTest : public ::testing::TestWithParam<std::string> {};
+
+// fp32: the CPU engines' bar (1e-4 of the largest reference logit, every greedy token).
+TEST_P(CudaGoldenTest, Fp32MatchesReferenceLogitsAndGreedy) {
+  KILN_REQUIRE_GPU();
+  const std::string name = GetParam();
+  const nlohmann::json g = load_golden(name);
+  Engine e(name, ir::WeightFormat::kF32, /*cuda=*/true);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e.model().file().header().target, kCudaTarget);
+  for (size_t i = 0; i < g["prompts"].size(); ++i) {
+    const auto prompt = g["prompts"][i].get<std::vector<int32_t>>();
+    const auto ref = ::kiln::testing::npy_read_f32((kData / name / g["logits"][i].get<std::string>()).string());
+    const std::vector<float> got = e.logits(prompt);
+    EXPECT_LE(max_diff(got, ref.data), 1e-4 * max_abs(ref.data)) << name << " prompt " << i;
+  }
+  for (const auto& entry : g["greedy"]) {
+    const auto prompt = entry["prompt"].get<std::vector<int32_t>>();
+    const auto want = entry["continuation"].get<std::vector<int32_t>>();
+    EXPECT_EQ(e.greedy(prompt, static_cast<int64_t>(want.size())), want) << name << " greedy, " << prompt.size()
+                                                                         << "-token prompt";
+  }
+}
+
+// fp16 and bf16 engines built without timing keep fp32 activations, so they compute what the
+// CPU engine of the same weights computes, up to summation order; fp16 greedy paths are equal.
+TEST_P(CudaGoldenTest, HalfPrecisionMatchesCpuEngine) {
+  KILN_REQUIRE_GPU();
+  const std::string name = GetParam();
+  const nlohmann::json g = load_golden(name);
+  for (ir::WeightFormat f : {ir::WeightFormat::kF16, ir::WeightFormat::kBF16}) {
+    Engine gpu(name, f, true), cpu(name, f, false);
+    ASSERT_TRUE(gpu.ok() && cpu.ok());
+    const auto prompt = g["prompts"].back().get<std::vector<int32_t>>();
+    const std::vector<float> want = cpu.logits(prompt);
+    EXPECT_LE(max_diff(gpu.logits(prompt), want), 1e-4 * max_abs(want)) << name << " " << ir::weight_format_name(f);
+    if (f != ir::WeightFormat::kF16) continue;
+    for (const auto& entry : g["greedy"]) {
+      const auto p = entry["prompt"].get<std::vector<int32_t>>();
+      EXPECT_EQ(gpu.greedy(p, 12), cpu.greedy(p, 12)) << name << " fp16 greedy, " << p.size() << "-token prompt";
+    }
+  }
+}
+
+// Timed builds take the fastest kernels, which round activations to fp16 / bf16 for prefill,
+// a second rounding of the same size as the weights': within twice the bounds the CPU's golden
+// test allows for the weights' rounding alone (fp16 4e-3 and bf16 4e-2 of the largest logit),
+// and top-1 agreement of 90% and 85%.
+TEST_P(CudaGoldenTest, TimedHalfPrecisionStaysWithinTolerance) {
+  KILN_REQUIRE_GPU();
+  const std::string name = GetParam();
+  const nlohmann::json g = load_golden(name);
+  const auto prompt = g["prompts"].back().get<std::vector<int32_t>>();
+  const auto ref = ::kiln::testing::npy_read_f32((kData / name / g["logits"].back().get<std::string>()).string());
+  const double scale = max_abs(ref.data);
+  const struct {
+    ir::WeightFormat f;
+    double max_rel, top1;
+  } tolerances[] = {{ir::WeightFormat::kF16, 8e-3, 0.9}, {ir::WeightFormat::kBF16, 8e-2, 0.85}};
+  for (const auto& tol : tolerances) {
+    Engine e(name, tol.f, true, /*timed=*/true);
+    ASSERT_TRUE(e.ok());
+    EXPECT_FALSE(e.model().metadata()["build"].value("device", "").empty()) << "the GPU's name is recorded";
+    const std::vector<float> got = e.logits(prompt);
+    ASSERT_EQ(got.size(), ref.data.size());
+    int agree = 0;
+    const auto rows = static_cast<int64_t>(prompt.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      std::span<const float> a(got.data() + r * e.vocab(), static_cast<size_t>(e.vocab()));
+      std::span<const float> b(ref.data.data() + r * e.vocab(), static_cast<size_t>(e.vocab()));
+      agree += runtime::argmax(a) == runtime::argmax(b);
+    }
+    const double rel = max_diff(got, ref.data) / scale;
+    EXPECT_LE(rel, tol.max_rel) << name << " " << ir::weight_format_name(tol.f);
+    EXPECT_GE(static_cast<double>(agree) / static_cast<double>(rows), tol.top1) << name;
+    std::printf("[ %-26s %-5s timed ] vs reference %.1e, top-1 %d/%lld\n", name.c_str(),
+                std::string(ir::weight_format_name(tol.f)).c_str(), rel, agree, static_cast<long long>(rows));
+  }
+}
+
+// Chunked prefill, one token a step (decode through captured graphs) and a ragged batch give
+// the logits of one full pass, within fp32 summation-order noise.
+TEST_P(CudaGoldenTest, StepSplitsBatchingAndGraphsAgree) {
+  KILN_REQUIRE_GPU();
+  const std::string name = GetParam();
+  const nlohmann::json g = load_golden(name);
+  Engine e(name, ir::WeightFormat::kF32, true);
+  ASSERT_TRUE(e.ok());
+  const auto prompt = g["prompts"].back().get<std::vector<int32_t>>();
+  const std::vector<float> full = e.logits(prompt);
+  const double tol = 2e-5 * max_abs(full);
+  std::ifstream cfg_in(kData / name / "config.json");
+  const bool dynamic = nlohmann::json::parse(cfg_in).dump().find("\"dynamic\"") != std::string::npos;
+  if (!dynamic) {
+    EXPECT_LE(max_diff(e.logits(prompt, 7), full), tol) << name << " in chunks of 7";
+    const int64_t replays = e.gpu()->graph_replays();
+    EXPECT_LE(max_diff(e.logits(prompt, 1), full), tol) << name << " one token a step";
+    EXPECT_GT(e.gpu()->graph_replays(), replays) << "decode steps replay captured graphs";
+  }
+  // Graph replay and eager launches run the same kernels on the same data: identical bits.
+  const auto with_graphs = e.greedy(prompt, 6);
+  const std::vector<float> graph_logits = e.logits(std::vector<int32_t>(prompt.begin(), prompt.begin() + 3), 1);
+  e.gpu()->set_graphs_enabled(false);
+  EXPECT_EQ(e.greedy(prompt, 6), with_graphs);
+  EXPECT_EQ(e.logits(std::vector<int32_t>(prompt.begin(), prompt.begin() + 3), 1), graph_logits);
+  e.gpu()->set_graphs_enabled(true);
+
+  std::vector<std::vector<int32_t>> seqs;
+  for (const auto& p : g["prompts"]) seqs.push_back(p.get<std::vector<int32_t>>());
+  seqs.resize(3);
+  std::vector<std::vector<int32_t>> tables(3);
+  std::vector<runtime::SequenceStep> steps(3);
+  for (size_t s = 0; s < 3; ++s) {
+    ASSERT_TRUE(e.cache().kv_cache_reserve(tables[s], static_cast<int64_t>(seqs[s].size())));
+    steps[s].tokens = seqs[s];
+    steps[s].block_table = tables[s];
+    steps[s].all_logits = true;
+  }
+  auto step = e.executor().step(steps, e.cache());
+  ASSERT_TRUE(step) << step.status().message();
+  const std::vector<float> batched(step->begin(), step->end());
+  size_t offset = 0;
+  for (size_t s = 0; s < 3; ++s) {
+    const std::vector<float> alone = e.logits(seqs[s]);
+    const std::vector<float> part(batched.begin() + static_cast<long>(offset),
+                                  batched.begin() + static_cast<long>(offset + alone.size()));
+    EXPECT_LE(max_diff(part, alone), tol) << name << " sequence " << s << " in a batch";
+    offset += alone.size();
+  }
+  for (auto& t : tables) e.cache().kv_cache_free(t);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaGoldenTest, ::testing::ValuesIn(case_names()),
+                         [](const auto& param_info) { return param_info.param; });
+
+// Needs no GPU: a cuda engine built untimed records its target and row-format weights with the
+// CUDA kernels' names, and the CPU backend refuses it.
+TEST(CudaTargets, CudaEngineIsPackedForTheGpuAndRefusedByTheCpu) {
+  const std::string cuda_path = build("llama_gqa", ir::WeightFormat::kF16, true);
+  auto cuda_model = runtime::LoadedModel::load(cuda_path);
+  ASSERT_TRUE(cuda_model) << cuda_model.status().message();
+  EXPECT_EQ(cuda_model->get()->file().header().target, kCudaTarget);
+  for (const auto& node : cuda_model->get()->graph().nodes()) {
+    if (node.op != "matmul") continue;
+    EXPECT_NE(node.attr_str("kernel_decode").find(".cuda.gemv"), std::string::npos) << node.name;
+    EXPECT_NE(node.attr_str("kernel_prefill").find(".cuda.gemm_split"), std::string::npos) << node.name;
+    EXPECT_FALSE(ir::weight_format_is_panel(cuda_model->get()->graph().weight(node.inputs[1]).format));
+  }
+  cpu::CpuBackend cpu_backend;
+  Status refused = cpu_backend.check_target(kCudaTarget);
+  EXPECT_FALSE(refused);
+  EXPECT_NE(refused.message().find("kiln build"), std::string::npos) << refused.message();
+  fs::remove(cuda_path);
+}
+
+TEST(CudaTargets, CpuEngineIsRefusedByTheCudaBackend) {
+  KILN_REQUIRE_GPU();
+  cpu::CpuBackend cpu_backend;
+  auto gpu = CudaBackend::create(0);
+  ASSERT_TRUE(gpu) << gpu.status().message();
+  Status st = (*gpu)->check_target(cpu_backend.target());
+  EXPECT_FALSE(st);
+  EXPECT_NE(st.message().find("--target cuda"), std::string::npos) << st.message();
+  EXPECT_TRUE((*gpu)->check_target(kCudaTarget)) << "this GPU runs cuda-sm90 engines";
+}
+
+}  // namespace
+}  // namespace kiln::cuda

@@ -1,0 +1,382 @@
+// Every CUDA kernel against the CPU backend's kernel (or a double-precision reference for the
+// matrix products) over odd sizes, each dtype the kernels read, and the shapes that choose
+// different code paths (vector and scalar loads, decode and prefill attention).
+#include <cublas_v2.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <numeric>
+
+#include "backends/cpu/attention.h"
+#include "backends/cpu/elementwise.h"
+#include "backends/cpu/embedding.h"
+#include "backends/cpu/norm.h"
+#include "backends/cpu/rope.h"
+#include "backends/cuda/cuda_attention.h"
+#include "backends/cuda/cuda_elementwise.h"
+#include "backends/cuda/cuda_embedding.h"
+#include "backends/cuda/cuda_gemm.h"
+#include "backends/cuda/cuda_gemv.h"
+#include "backends/cuda/cuda_matmul.h"
+#include "backends/cuda/cuda_norm.h"
+#include "backends/cuda/cuda_rope.h"
+#include "unit/backends_cuda/cuda_test_support.h"
+
+namespace kiln::cuda {
+namespace {
+
+using testing::DeviceArray;
+using testing::random_floats;
+using testing::rel_error;
+
+constexpr int64_t kSizes[] = {7, 83, 769, 5125};
+
+TEST(CudaElementwise, MatchesCpu) {
+  KILN_REQUIRE_GPU();
+  for (int64_t n : kSizes) {
+    const auto a = random_floats(static_cast<size_t>(n), 1, -6.0f, 6.0f);
+    const auto b = random_floats(static_cast<size_t>(n), 2, -6.0f, 6.0f);
+    DeviceArray<float> da(a), db(b), dy(static_cast<size_t>(n));
+    std::vector<float> want(static_cast<size_t>(n));
+    cpu::add(a.data(), b.data(), n, want.data());
+    launch_add(da.get(), db.get(), n, dy.get(), nullptr);
+    EXPECT_EQ(dy.download(), want) << "add " << n;
+    cpu::mul(a.data(), b.data(), n, want.data());
+    launch_mul(da.get(), db.get(), n, dy.get(), nullptr);
+    EXPECT_EQ(dy.download(), want) << "mul " << n;
+    cpu::silu(a.data(), n, want.data());
+    launch_silu(da.get(), n, dy.get(), nullptr);
+    EXPECT_LE(rel_error(dy.download(), want), 1e-6) << "silu " << n;
+    cpu::gelu_tanh(a.data(), n, want.data());
+    launch_gelu_tanh(da.get(), n, dy.get(), nullptr);
+    EXPECT_LE(rel_error(dy.download(), want), 1e-6) << "gelu_tanh " << n;
+    // silu_mul: [m, 2 * inter] -> [m, inter]
+    const int64_t m = 3, inter = n;
+    const auto x = random_floats(static_cast<size_t>(m * 2 * inter), 3, -6.0f, 6.0f);
+    DeviceArray<float> dx(x), dz(static_cast<size_t>(m * inter));
+    std::vector<float> z(static_cast<size_t>(m * inter));
+    cpu::silu_mul(x.data(), m, inter, z.data());
+    launch_silu_mul(dx.get(), m, inter, dz.get(), nullptr);
+    EXPECT_LE(rel_error(dz.download(), z), 1e-6) << "silu_mul " << n;
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(CudaElementwise, SplitAndBias) {
+  KILN_REQUIRE_GPU();
+  const int64_t m = 5, sizes[3] = {83, 7, 20}, width = 110;
+  const auto x = random_floats(static_cast<size_t>(m * width), 4);
+  DeviceArray<float> dx(x), o0(static_cast<size_t>(m * 83)), o1(static_cast<size_t>(m * 7)),
+      o2(static_cast<size_t>(m * 20));
+  SplitOutputs outs{{o0.get(), o1.get(), o2.get()}, {sizes[0], sizes[1], sizes[2]}, 3};
+  launch_split(dx.get(), m, width, outs, nullptr);
+  const std::vector<float> got[3] = {o0.download(), o1.download(), o2.download()};
+  for (int64_t r = 0; r < m; ++r) {
+    int64_t col = 0;
+    for (int j = 0; j < 3; ++j) {
+      for (int64_t c = 0; c < sizes[j]; ++c) {
+        ASSERT_EQ(got[j][static_cast<size_t>(r * sizes[j] + c)], x[static_cast<size_t>(r * width + col + c)]);
+      }
+      col += sizes[j];
+    }
+  }
+  const auto bias = random_floats(static_cast<size_t>(width), 5);
+  DeviceArray<float> db(bias);
+  launch_add_bias(dx.get(), m, width, db.get(), nullptr);
+  const auto biased = dx.download();
+  for (size_t i = 0; i < biased.size(); ++i) ASSERT_EQ(biased[i], x[i] + bias[i % static_cast<size_t>(width)]);
+}
+
+TEST(CudaNorm, MatchesCpu) {
+  KILN_REQUIRE_GPU();
+  for (int64_t h : kSizes) {
+    const int64_t m = 7;
+    const auto x = random_floats(static_cast<size_t>(m * h), 6, -4.0f, 4.0f);
+    const auto w = random_floats(static_cast<size_t>(h), 7, 0.5f, 1.5f);
+    const auto b = random_floats(static_cast<size_t>(h), 8);
+    DeviceArray<float> dx(x), dw(w), db(b), dy(x.size());
+    std::vector<float> want(x.size());
+    cpu::rms_norm(x.data(), m, h, w.data(), 1e-5f, want.data());
+    launch_rms_norm(dx.get(), m, h, dw.get(), 1e-5f, dy.get(), nullptr);
+    EXPECT_LE(rel_error(dy.download(), want), 1e-6) << "rms_norm h " << h;
+    cpu::layer_norm(x.data(), m, h, w.data(), b.data(), 1e-5f, want.data());
+    launch_layer_norm(dx.get(), m, h, dw.get(), db.get(), 1e-5f, dy.get(), nullptr);
+    EXPECT_LE(rel_error(dy.download(), want), 1e-6) << "layer_norm h " << h;
+    // In place, as the graphs may plan it.
+    launch_rms_norm(dx.get(), m, h, dw.get(), 1e-5f, dx.get(), nullptr);
+    cpu::rms_norm(x.data(), m, h, w.data(), 1e-5f, want.data());
+    EXPECT_LE(rel_error(dx.download(), want), 1e-6) << "rms_norm in place h " << h;
+  }
+}
+
+TEST(CudaEmbedding, EveryFloatFormatMatchesCpu) {
+  KILN_REQUIRE_GPU();
+  const ir::WeightFormat formats[] = {ir::WeightFormat::kF32, ir::WeightFormat::kF16, ir::WeightFormat::kBF16};
+  for (ir::WeightFormat f : formats) {
+    for (int64_t hidden : {int64_t{83}, int64_t{769}}) {
+      const int64_t vocab = 61, t = 9;
+      const auto w = random_floats(static_cast<size_t>(vocab * hidden), 9);
+      std::vector<std::byte> table(static_cast<size_t>(vocab) * ir::weight_format_row_bytes(f, hidden));
+      ir::weight_quantize(f, w.data(), vocab, hidden, table.data());
+      const std::vector<int32_t> ids = {0, 60, 3, 3, 17, 59, 1, 42, 8};
+      DeviceArray<std::byte> dt(table);
+      DeviceArray<int32_t> di(ids);
+      DeviceArray<float> dy(static_cast<size_t>(t * hidden));
+      std::vector<float> want(static_cast<size_t>(t * hidden));
+      cpu::embedding(table.data(), f, hidden, ids.data(), t, want.data());
+      launch_embedding(dt.get(), f, hidden, di.get(), t, dy.get(), nullptr);
+      EXPECT_EQ(dy.download(), want) << ir::weight_format_name(f) << " hidden " << hidden;
+    }
+  }
+  const auto x = random_floats(83 * 11, 10);
+  const std::vector<int32_t> rows = {10, 0, 5};
+  DeviceArray<float> dx(x), dy(83 * 3);
+  DeviceArray<int32_t> dr(rows);
+  std::vector<float> want(83 * 3);
+  cpu::gather_rows(x.data(), 83, rows.data(), 3, want.data());
+  launch_gather_rows(dx.get(), 83, dr.get(), 3, dy.get(), nullptr);
+  EXPECT_EQ(dy.download(), want);
+}
+
+TEST(CudaRope, EveryTypeMatchesCpu) {
+  KILN_REQUIRE_GPU();
+  struct Case {
+    const char* type;
+    int64_t heads, dim, rot;
+  };
+  const Case cases[] = {{"default", 4, 24, 24}, {"linear", 3, 64, 32}, {"llama3", 5, 128, 128}, {"dynamic", 2, 20, 12}};
+  for (const Case& c : cases) {
+    cpu::RopeParams p;
+    p.type = c.type;
+    p.theta = 10000.0;
+    p.factor = 2.0;
+    p.original_max_position = 16;
+    p.max_position = 8;
+    const int64_t t = 37;
+    std::vector<int32_t> positions(static_cast<size_t>(t));
+    std::iota(positions.begin(), positions.end(), 3);
+    const auto x = random_floats(static_cast<size_t>(t * c.heads * c.dim), 11, -3.0f, 3.0f);
+    std::vector<float> want(x.size());
+    // Two sequences for dynamic NTK: tokens [0, 20) with one table, [20, 37) with another.
+    const auto inv_a = cpu::rope_inv_freq(p, c.rot, 23);
+    const auto inv_b = cpu::rope_inv_freq(p, c.rot, 40);
+    const bool dynamic = std::string(c.type) == "dynamic";
+    const int64_t row = c.heads * c.dim;
+    cpu::rope(x.data(), dynamic ? 20 : t, c.heads, c.dim, c.rot, positions.data(), inv_a.data(), want.data());
+    if (dynamic) {
+      cpu::rope(x.data() + 20 * row, t - 20, c.heads, c.dim, c.rot, positions.data() + 20, inv_b.data(),
+                want.data() + 20 * row);
+    }
+    std::vector<float> tables = inv_a;
+    tables.insert(tables.end(), inv_b.begin(), inv_b.end());
+    std::vector<int32_t> token_seq(static_cast<size_t>(t), 0);
+    std::fill(token_seq.begin() + 20, token_seq.end(), 1);
+    DeviceArray<float> dx(x), dy(x.size()), dinv(tables);
+    DeviceArray<int32_t> dpos(positions), dseq(token_seq);
+    launch_rope(dx.get(), t, c.heads, c.dim, c.rot, dpos.get(), dinv.get(), dynamic ? dseq.get() : nullptr, dy.get(),
+                nullptr);
+    EXPECT_LE(rel_error(dy.download(), want), 1e-6) << c.type;
+    launch_rope(dx.get(), t, c.heads, c.dim, c.rot, dpos.get(), dinv.get(), dynamic ? dseq.get() : nullptr, dx.get(),
+                nullptr);
+    EXPECT_LE(rel_error(dx.download(), want), 1e-6) << c.type << " in place";
+  }
+}
+
+// y = x . W^T in double from the stored (rounded) weights.
+std::vector<float> matmul_reference(const std::vector<float>& x, int64_t m, int64_t k, const std::vector<std::byte>& w,
+                                    ir::WeightFormat f, int64_t n, const std::vector<float>& bias) {
+  std::vector<float> row(static_cast<size_t>(k)), y(static_cast<size_t>(m * n));
+  for (int64_t c = 0; c < n; ++c) {
+    ir::weight_dequantize_row_at(f, w.data(), n, k, c, row.data());
+    for (int64_t r = 0; r < m; ++r) {
+      double s = bias.empty() ? 0.0 : bias[static_cast<size_t>(c)];
+      for (int64_t e = 0; e < k; ++e) s += static_cast<double>(x[static_cast<size_t>(r * k + e)]) * row[static_cast<size_t>(e)];
+      y[static_cast<size_t>(r * n + c)] = static_cast<float>(s);
+    }
+  }
+  return y;
+}
+
+TEST(CudaMatmul, EveryKernelMatchesDoubleReference) {
+  KILN_REQUIRE_GPU();
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  const ir::WeightFormat formats[] = {ir::WeightFormat::kF32, ir::WeightFormat::kF16, ir::WeightFormat::kBF16};
+  struct Shape {
+    int64_t m, n, k;
+  };
+  const Shape shapes[] = {{1, 83, 769}, {3, 7, 83}, {7, 769, 5125}, {1, 130, 1024}, {9, 83, 769}, {83, 129, 96},
+                          {200, 64, 5125}};
+  for (ir::WeightFormat f : formats) {
+    for (const Shape& s : shapes) {
+      const auto x = random_floats(static_cast<size_t>(s.m * s.k), 12);
+      const auto wf = random_floats(static_cast<size_t>(s.n * s.k), 13);
+      const auto bias = random_floats(static_cast<size_t>(s.n), 14);
+      std::vector<std::byte> w(static_cast<size_t>(s.n) * ir::weight_format_row_bytes(f, s.k));
+      ir::weight_quantize(f, wf.data(), s.n, s.k, w.data());
+      const auto want = matmul_reference(x, s.m, s.k, w, f, s.n, bias);
+      DeviceArray<float> dx(x), dbias(bias), dy(static_cast<size_t>(s.m * s.n));
+      DeviceArray<std::byte> dw(w), scratch(gemm_scratch_bytes(f, GemmActivations::kSplit, s.m, s.k) + 16);
+      for (const CudaMatmulKernel* kern : cuda_matmul_kernels(f, s.m)) {
+        ASSERT_TRUE(launch_matmul(*kern, handle, dx.get(), s.m, s.k, dw.get(), s.n, dbias.get(), dy.get(),
+                                  scratch.get(), nullptr));
+        // fp32 activations: only summation order differs. Rounded activations: fp16 2^-11, bf16
+        // 2^-8 per element, averaging over k terms.
+        const double tol = kern->algo != CudaMatmulAlgo::kGemmRounded ? 1e-5
+                           : f == ir::WeightFormat::kF16             ? 2e-3
+                                                                     : 1.5e-2;
+        EXPECT_LE(rel_error(dy.download(), want), tol)
+            << kern->name << " m " << s.m << " n " << s.n << " k " << s.k;
+      }
+    }
+  }
+  cublasDestroy(handle);
+}
+
+TEST(CudaMatmul, KernelListsSplitDecodeFromPrefill) {
+  // Needs no GPU: the lists the build chooses from.
+  for (ir::WeightFormat f : {ir::WeightFormat::kF32, ir::WeightFormat::kF16, ir::WeightFormat::kBF16}) {
+    const auto decode = cuda_matmul_kernels(f, 1);
+    const auto prefill = cuda_matmul_kernels(f, 128);
+    ASSERT_EQ(decode.size(), 1u);
+    EXPECT_EQ(decode[0]->algo, CudaMatmulAlgo::kGemv);
+    ASSERT_FALSE(prefill.empty());
+    EXPECT_EQ(prefill[0]->algo, CudaMatmulAlgo::kGemmSplit) << "an untimed build keeps fp32 activations";
+    for (const auto* k : prefill) EXPECT_NE(k->algo, CudaMatmulAlgo::kGemv);
+    EXPECT_EQ(cuda_matmul_kernel_find(decode[0]->name), decode[0]);
+  }
+  EXPECT_TRUE(cuda_matmul_kernels(ir::WeightFormat::kI8Channel, 1).empty());
+  EXPECT_TRUE(cuda_matmul_kernels(ir::WeightFormat::kF16Panel8, 128).empty());
+}
+
+struct AttnCase {
+  int num_heads, num_kv_heads, head_dim, window;
+  bool alibi;
+};
+
+// A ragged step of three sequences (a prefill chunk after 5 cached tokens, a decode token after
+// 37, a 40-token prompt) against cpu::attention, through the rows kernel and, where the head
+// size allows, the tiles kernel; and a decode step of three sequences.
+void check_attention(const AttnCase& c) {
+  const int block_size = 4, num_blocks = 64;
+  const std::vector<int32_t> context = {5, 37, 0}, news = {19, 1, 40};
+  const int64_t kv_row = int64_t{c.num_kv_heads} * c.head_dim, q_row = int64_t{c.num_heads} * c.head_dim;
+  const size_t layer_floats = static_cast<size_t>(num_blocks * block_size * kv_row);
+  // Block tables: a shuffled pool, each sequence taking the blocks its positions need.
+  std::vector<int32_t> pool(num_blocks);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), std::mt19937(15));
+  const int stride = 16;
+  std::vector<int32_t> tables(3 * stride, -1);
+  size_t next = 0;
+  for (int s = 0; s < 3; ++s) {
+    for (int b = 0; b * block_size < context[static_cast<size_t>(s)] + news[static_cast<size_t>(s)]; ++b) {
+      tables[static_cast<size_t>(s * stride + b)] = pool[next++];
+    }
+  }
+  std::vector<const int32_t*> table_ptrs = {tables.data(), tables.data() + stride, tables.data() + 2 * stride};
+  std::vector<int32_t> query_start = {0}, token_seq, positions;
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i < news[static_cast<size_t>(s)]; ++i) {
+      token_seq.push_back(s);
+      positions.push_back(context[static_cast<size_t>(s)] + i);
+    }
+    query_start.push_back(static_cast<int32_t>(token_seq.size()));
+  }
+  const auto t = static_cast<int64_t>(token_seq.size());
+  const auto q = random_floats(static_cast<size_t>(t * q_row), 16, -2.0f, 2.0f);
+  const auto k = random_floats(static_cast<size_t>(t * kv_row), 17);
+  const auto v = random_floats(static_cast<size_t>(t * kv_row), 18);
+  // Earlier tokens' keys and values already in the cache.
+  std::vector<float> cache_k = random_floats(layer_floats, 19), cache_v = random_floats(layer_floats, 20);
+  const std::vector<float> slopes = c.alibi ? cpu::alibi_slopes(c.num_heads) : std::vector<float>{};
+
+  DeviceArray<float> dk_cache(cache_k), dv_cache(cache_v), dq(q), dk(k), dv(v), dslopes(slopes);
+  DeviceArray<int32_t> dtables(tables), dseq(token_seq), dpos(positions);
+
+  cpu::AttentionShape cs{c.num_heads, c.num_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                         c.window, c.alibi ? slopes.data() : nullptr};
+  const cpu::AttentionBatch batch{3, query_start.data(), context.data(), table_ptrs.data()};
+  std::vector<float> want(static_cast<size_t>(t * q_row));
+  cpu::attention(q.data(), q_row, k.data(), kv_row, v.data(), kv_row, batch, cs, {cache_k.data(), cache_v.data(), num_blocks, block_size},
+                 want.data());
+
+  AttentionShape gs{c.num_heads, c.num_kv_heads, c.head_dim, cs.scale, c.window, c.alibi ? dslopes.get() : nullptr};
+  const PagedKv kv{dk_cache.get(), dv_cache.get(), block_size, dtables.get(), stride};
+  const StepTokens tokens{dseq.get(), dpos.get()};
+  DeviceArray<float> out(static_cast<size_t>(t * q_row));
+  launch_kv_cache_store(dk.get(), dv.get(), t, kv_row, tokens, kv, nullptr);
+  EXPECT_EQ(dk_cache.download(), cache_k) << "the cache after the step's keys are stored";
+  EXPECT_EQ(dv_cache.download(), cache_v);
+  launch_attention_rows(dq.get(), t, tokens, gs, kv, out.get(), nullptr);
+  const std::string what = "heads " + std::to_string(c.num_heads) + "/" + std::to_string(c.num_kv_heads) + " dim " +
+                           std::to_string(c.head_dim) + " window " + std::to_string(c.window) +
+                           (c.alibi ? " alibi" : "");
+  EXPECT_LE(rel_error(out.download(), want), 2e-6) << "rows kernel, " << what;
+  if (attention_tiles_supported(c.head_dim)) {
+    std::vector<AttentionTile> tiles;
+    for (int s = 0; s < 3; ++s) {
+      for (int r = query_start[static_cast<size_t>(s)]; r < query_start[static_cast<size_t>(s) + 1]; r += kAttentionTileRows) {
+        tiles.push_back({s, r, std::min(kAttentionTileRows, query_start[static_cast<size_t>(s) + 1] - r), 0});
+      }
+    }
+    std::vector<int32_t> tile_ints(tiles.size() * 4);
+    std::memcpy(tile_ints.data(), tiles.data(), tile_ints.size() * 4);
+    DeviceArray<int32_t> dtiles(tile_ints);
+    DeviceArray<float> out2(static_cast<size_t>(t * q_row));
+    launch_attention_tiles(dq.get(), reinterpret_cast<const AttentionTile*>(dtiles.get()),
+                           static_cast<int64_t>(tiles.size()), tokens, gs, kv, out2.get(), nullptr);
+    EXPECT_LE(rel_error(out2.download(), want), 2e-6) << "tiles kernel, " << what;
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << what;
+}
+
+TEST(CudaAttention, RaggedBatchMatchesCpu) {
+  KILN_REQUIRE_GPU();
+  ASSERT_TRUE(attention_init());
+  const AttnCase cases[] = {{4, 2, 24, 0, false}, {6, 1, 16, 5, false}, {4, 4, 7, 0, false}, {8, 2, 128, 0, true},
+                            {6, 6, 20, 9, true},  {2, 1, 256, 0, false}, {5, 1, 64, 3, false}};
+  for (const AttnCase& c : cases) check_attention(c);
+}
+
+TEST(CudaAttention, LongContextDecodeMatchesCpu) {
+  KILN_REQUIRE_GPU();
+  // One decode token after 3000 cached positions: the rows kernel's chunks (1024 keys) and their
+  // online-softmax join.
+  const int heads = 4, kv_heads = 2, dim = 64, block_size = 16, ctx = 3000;
+  const int blocks = (ctx + 1 + block_size - 1) / block_size;
+  const int64_t kv_row = kv_heads * dim, q_row = heads * dim;
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(21));
+  auto cache_k = random_floats(static_cast<size_t>(blocks * block_size * kv_row), 22);
+  auto cache_v = random_floats(cache_k.size(), 23);
+  const auto q = random_floats(static_cast<size_t>(q_row), 24, -3.0f, 3.0f);
+  const auto k = random_floats(static_cast<size_t>(kv_row), 25);
+  const auto v = random_floats(static_cast<size_t>(kv_row), 26);
+  DeviceArray<float> dk_cache(cache_k), dv_cache(cache_v), dq(q), dk(k), dv(v), out(static_cast<size_t>(q_row));
+  DeviceArray<int32_t> dtable(table), dseq(std::vector<int32_t>{0}), dpos(std::vector<int32_t>{ctx});
+  const std::vector<int32_t> query_start = {0, 1}, context = {ctx};
+  const int32_t* tp = table.data();
+  const cpu::AttentionShape cs{heads, kv_heads, dim, 0.125f, 0, nullptr};
+  std::vector<float> want(static_cast<size_t>(q_row));
+  cpu::attention(q.data(), q_row, k.data(), kv_row, v.data(), kv_row, {1, query_start.data(), context.data(), &tp}, cs,
+                 {cache_k.data(), cache_v.data(), blocks, block_size}, want.data());
+  const PagedKv kv{dk_cache.get(), dv_cache.get(), block_size, dtable.get(), blocks};
+  const StepTokens tokens{dseq.get(), dpos.get()};
+  launch_kv_cache_store(dk.get(), dv.get(), 1, kv_row, tokens, kv, nullptr);
+  const AttentionShape gs{heads, kv_heads, dim, 0.125f, 0, nullptr};
+  launch_attention_rows(dq.get(), 1, tokens, gs, kv, out.get(), nullptr);
+  EXPECT_LE(rel_error(out.download(), want), 2e-6) << "rows kernel";
+  // Split decode: one split, and 16 joined by the combine kernel.
+  for (int splits : {1, 3, 16}) {
+    DeviceArray<float> partial(attention_split_partial_floats(1, heads, dim, splits));
+    DeviceArray<float> out2(static_cast<size_t>(q_row));
+    launch_attention_split(dq.get(), 1, tokens, gs, kv, splits, partial.get(), out2.get(), nullptr);
+    EXPECT_LE(rel_error(out2.download(), want), 2e-6) << splits << " splits";
+  }
+}
+
+}  // namespace
+}  // namespace kiln::cuda
