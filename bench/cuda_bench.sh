@@ -4,7 +4,7 @@
 #   - load to first token (`kiln eval` of one token, wall clock, engine in the page cache),
 #   - batch-1 decode tokens/s after a 128-token prompt (`kiln bench`, median of 3),
 #   - the time of one 2048-token prefill step (`kiln bench --prompt 2048`, median of 3),
-# and, with PEERS set to a copy of the PyTorch peers (shared/peers), runs them beside it in the
+# and, with PEERS set to a folder of PyTorch peer scripts (eager transformers, torch.compile), runs them beside it in the
 # same call so that both see the same clocks. Writes $OUT/kiln_cuda.json (+ the peers' JSON).
 #
 #   KILN=path/to/kiln WORK=/scratch OUT=bench/results [PEERS=dir] bench/cuda_bench.sh
