@@ -116,19 +116,7 @@ class Importer {
 
  private:
   void add_weight(const std::string& name, ir::Tensor t) {
-    ir::WeightEntry entry;
-    entry.shape = t.shape();
-    entry.dtype = t.dtype();
-    if (t.dtype() == ir::DType::kF32) {
-      entry.load = [t]() -> Expected<std::vector<float>> {
-        return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
-      };
-    } else {
-      entry.load_bytes = [t]() -> Expected<std::vector<std::byte>> {
-        return std::vector<std::byte>(t.bytes(), t.bytes() + t.byte_size());
-      };
-    }
-    values_[name] = g_.add_weight(name, std::move(entry));
+    values_[name] = g_.add_weight(name, weight_entry_from_tensor(std::move(t)));
   }
 
   int64_t opset_of(const std::string& domain) const {

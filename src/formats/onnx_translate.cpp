@@ -43,9 +43,7 @@ Expected<std::string> OnnxNode::string_in(const std::string& key, const std::str
   return error("attribute '" + key + "' = '" + value + "' is not one of " + list);
 }
 
-ir::ValueId OnnxEmitter::constant(const OnnxNode& node, const std::string& suffix, ir::Tensor t) {
-  std::string name = node.name + "/" + suffix;
-  while (graph_.find_value(name) != ir::kNoValue) name += "_";
+ir::WeightEntry weight_entry_from_tensor(ir::Tensor t) {
   ir::WeightEntry entry;
   entry.shape = t.shape();
   entry.dtype = t.dtype();
@@ -58,7 +56,13 @@ ir::ValueId OnnxEmitter::constant(const OnnxNode& node, const std::string& suffi
       return std::vector<std::byte>(t.bytes(), t.bytes() + t.byte_size());
     };
   }
-  return graph_.add_weight(name, std::move(entry));
+  return entry;
+}
+
+ir::ValueId OnnxEmitter::constant(const OnnxNode& node, const std::string& suffix, ir::Tensor t) {
+  std::string name = node.name + "/" + suffix;
+  while (graph_.find_value(name) != ir::kNoValue) name += "_";
+  return graph_.add_weight(name, weight_entry_from_tensor(std::move(t)));
 }
 
 ir::ValueId OnnxEmitter::constant_i64(const OnnxNode& node, const std::string& suffix,

@@ -70,6 +70,18 @@ json chat_logprobs(const ServedModel& m, std::span<const llm::TokenInfo> tokens)
   return {{"content", content}};
 }
 
+// The last events of a stream: a chunk with no choices and the usage (when the request asked for
+// it with stream_options.include_usage), then [DONE]. `object`: the stream's chunk object type.
+std::string stream_end_events(const GenerationPlan& plan, const llm::RequestUsage& usage, const char* object) {
+  std::string out;
+  if (plan.include_usage) {
+    json chunk = {{"id", plan.id}, {"object", object}, {"created", plan.created}, {"model", plan.model},
+                  {"choices", json::array()}, {"usage", usage_json(usage)}};
+    out += sse_event(dump_json(chunk));
+  }
+  return out + "data: [DONE]\n\n";
+}
+
 class CompletionFormat : public ResponseFormat {
  public:
   explicit CompletionFormat(const ServedModel& m) : m_(m) {}
@@ -97,13 +109,7 @@ class CompletionFormat : public ResponseFormat {
   }
 
   std::string stream_end(const GenerationPlan& plan, const llm::RequestUsage& usage) override {
-    std::string out;
-    if (plan.include_usage) {
-      json chunk = {{"id", plan.id}, {"object", "text_completion"}, {"created", plan.created}, {"model", plan.model},
-                    {"choices", json::array()}, {"usage", usage_json(usage)}};
-      out += sse_event(dump_json(chunk));
-    }
-    return out + "data: [DONE]\n\n";
+    return stream_end_events(plan, usage, "text_completion");
   }
 
   std::string stream_error(const ApiError& e) override { return sse_event(openai_error_body(e)) + "data: [DONE]\n\n"; }
@@ -153,13 +159,7 @@ class ChatFormat : public ResponseFormat {
   }
 
   std::string stream_end(const GenerationPlan& plan, const llm::RequestUsage& usage) override {
-    std::string out;
-    if (plan.include_usage) {
-      json chunk = {{"id", plan.id}, {"object", "chat.completion.chunk"}, {"created", plan.created}, {"model", plan.model},
-                    {"choices", json::array()}, {"usage", usage_json(usage)}};
-      out += sse_event(dump_json(chunk));
-    }
-    return out + "data: [DONE]\n\n";
+    return stream_end_events(plan, usage, "chat.completion.chunk");
   }
 
   std::string stream_error(const ApiError& e) override { return sse_event(openai_error_body(e)) + "data: [DONE]\n\n"; }
