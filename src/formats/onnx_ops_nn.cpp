@@ -1,6 +1,7 @@
 // ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, the global
 // pools, and the normalisations (BatchNormalization in inference mode, InstanceNormalization,
-// LayerNormalization, LRN, MeanVarianceNormalization). Attributes are checked here, once, so that
+// LayerNormalization, LRN, MeanVarianceNormalization), Det, and Resize (Upsample and opset-10
+// Resize become Resize with asymmetric coordinates and floor rounding). Attributes are checked here, once, so that
 // a kernel can trust them: transA/transB, ceil_mode, count_include_pad and friends are 0 or 1,
 // auto_pad is one of ONNX's four values, group divides nothing it should not.
 #include "formats/onnx_translate.h"
@@ -65,17 +66,60 @@ Status layer_norm(const OnnxNode& node, OnnxEmitter& out) {
   return Status::ok();
 }
 
+Status resize(const OnnxNode& node, OnnxEmitter& out) {
+  const bool legacy = node.op_type == "Upsample" || node.opset < 11;
+  std::vector<std::string> modes = {"nearest", "linear"};
+  if (!legacy) modes.push_back("cubic");
+  KILN_ASSIGN_OR_RETURN(std::string mode, node.string_in("mode", "nearest", modes));
+  std::map<std::string, ir::Attr> attrs = {{"mode", mode}};
+  std::vector<ir::ValueId> inputs = {node.input(0), ir::kNoValue, node.input(1)};
+  if (legacy) {
+    attrs["coordinate_transformation_mode"] = std::string("asymmetric");
+    attrs["nearest_mode"] = std::string("floor");
+    if (node.op_type == "Upsample" && node.opset < 9) {
+      auto it = node.attrs.find("scales");
+      const auto* scales = it == node.attrs.end() ? nullptr : std::get_if<std::vector<double>>(&it->second);
+      if (scales == nullptr) return node.error("attribute 'scales' is required");
+      ir::Tensor t(ir::DType::kF32, {static_cast<int64_t>(scales->size())});
+      for (size_t i = 0; i < scales->size(); ++i) t.mutable_data<float>()[i] = static_cast<float>((*scales)[i]);
+      inputs[2] = out.constant(node, "scales", std::move(t));
+    }
+    out.add("Resize", node.name, inputs, node.outputs, attrs);
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(std::string coord, node.string_in("coordinate_transformation_mode", "half_pixel",
+                                                          {"half_pixel", "pytorch_half_pixel", "align_corners",
+                                                           "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"}));
+  KILN_ASSIGN_OR_RETURN(std::string nearest, node.string_in("nearest_mode", "round_prefer_floor",
+                                                            {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}));
+  KILN_ASSIGN_OR_RETURN(int64_t exclude, node.int_in("exclude_outside", 0, 0, 1));
+  KILN_ASSIGN_OR_RETURN(int64_t antialias, node.int_in("antialias", 0, 0, 0));
+  KILN_ASSIGN_OR_RETURN(std::string policy, node.string_in("keep_aspect_ratio_policy", "stretch", {"stretch"}));
+  (void)antialias, (void)policy;
+  if (node.has("axes")) return node.error("attribute 'axes' is not supported");
+  attrs["coordinate_transformation_mode"] = coord;
+  attrs["nearest_mode"] = nearest;
+  attrs["exclude_outside"] = exclude;
+  for (const char* key : {"cubic_coeff_a", "extrapolation_value"}) {
+    if (auto it = node.attrs.find(key); it != node.attrs.end()) attrs[key] = it->second;
+  }
+  out.add("Resize", node.name, node.inputs, node.outputs, attrs);
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_onnx_nn_ops(OnnxTranslatorTable& table) {
   for (const char* op : {"MatMul", "GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization", "LRN",
-                         "MeanVarianceNormalization"}) {
+                         "MeanVarianceNormalization", "Det"}) {
     table[op] = same;
   }
   table["Gemm"] = gemm;
   for (const char* op : {"Conv", "ConvTranspose", "MaxPool", "AveragePool"}) table[op] = conv_like;
   table["BatchNormalization"] = batch_norm;
   table["LayerNormalization"] = layer_norm;
+  table["Resize"] = resize;
+  table["Upsample"] = resize;
 }
 
 }  // namespace kiln::formats

@@ -1,6 +1,7 @@
 // ONNX data-movement ops: Constant, Reshape, Flatten, Transpose, Squeeze / Unsqueeze, Concat,
 // Split, Slice, Gather*, Expand, Tile, Shape, Size, ConstantOfShape, Range, Pad, Trilu, OneHot,
-// DepthToSpace / SpaceToDepth, EyeLike, NonZero, Dropout (inference: a copy and an all-true mask).
+// DepthToSpace / SpaceToDepth, EyeLike, NonZero, Dropout (inference: a copy and an all-true mask),
+// ScatterElements / ScatterND (Scatter, opsets 9-10, is ScatterElements), Compress.
 // Opset rewrites into the latest form:
 //   Constant                      -> a weight, copied to the output by Identity.
 //   Reshape (< 5) shape attribute, Squeeze / Unsqueeze (< 13) axes, Split (< 13) split,
@@ -154,6 +155,14 @@ Status dropout(const OnnxNode& node, OnnxEmitter& out) {
   return Status::ok();
 }
 
+Status scatter(const OnnxNode& node, OnnxEmitter& out) {
+  KILN_ASSIGN_OR_RETURN(std::string reduction, node.string_in("reduction", "none", {"none", "add", "mul", "max", "min"}));
+  std::map<std::string, ir::Attr> attrs = {{"reduction", reduction}};
+  if (node.op_type != "ScatterND") attrs["axis"] = node.attr_int("axis", 0);
+  out.add(node.op_type == "ScatterND" ? "ScatterND" : "ScatterElements", node.name, node.inputs, node.outputs, attrs);
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_onnx_tensor_ops(OnnxTranslatorTable& table) {
@@ -176,6 +185,10 @@ void register_onnx_tensor_ops(OnnxTranslatorTable& table) {
   table["DepthToSpace"] = depth_to_space;
   table["SpaceToDepth"] = depth_to_space;
   table["Dropout"] = dropout;
+  table["Scatter"] = scatter;
+  table["ScatterElements"] = scatter;
+  table["ScatterND"] = scatter;
+  table["Compress"] = same;
 }
 
 }  // namespace kiln::formats

@@ -28,12 +28,14 @@ std::vector<OpInfo> make_registry() {
         "Softplus", "Softsign", "Elu", "Selu", "Celu", "LeakyRelu", "HardSigmoid", "HardSwish", "ThresholdedRelu",
         "Shrink", "Not", "IsNaN", "IsInf", "Identity", "Cast", "Shape", "Size", "NonZero", "EyeLike",
         "GlobalAveragePool", "GlobalMaxPool", "Flatten", "Transpose", "DepthToSpace", "SpaceToDepth",
-        "Softmax", "LogSoftmax", "Hardmax", "LRN", "MeanVarianceNormalization", "ConstantOfShape"}) {
+        "Softmax", "LogSoftmax", "Hardmax", "LRN", "MeanVarianceNormalization", "ConstantOfShape",
+        "HannWindow", "HammingWindow", "BlackmanWindow", "Det"}) {
     ops.push_back(tensor_op(unary, 1, 1));
   }
   for (const char* binary : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Equal", "Less",
                              "LessOrEqual", "Greater", "GreaterOrEqual", "BitShift", "PRelu", "CastLike",
-                             "MatMul", "Expand", "Tile", "Reshape", "GatherElements", "GatherND", "CumSum"}) {
+                             "MatMul", "Expand", "Tile", "Reshape", "GatherElements", "GatherND", "CumSum",
+                             "Compress"}) {
     ops.push_back(tensor_op(binary, 2, 2));
   }
   for (const char* variadic : {"Max", "Min", "Sum", "Mean", "Concat"}) ops.push_back(tensor_op(variadic, 1, kMany));
@@ -64,6 +66,12 @@ std::vector<OpInfo> make_registry() {
   ops.push_back(tensor_op("InstanceNormalization", 3, 3));
   ops.push_back(tensor_op("LayerNormalization", 2, 3, 1, 3));
   ops.push_back(tensor_op("NegativeLogLikelihoodLoss", 2, 3));
+  ops.push_back(tensor_op("ScatterElements", 3, 3));
+  ops.push_back(tensor_op("ScatterND", 3, 3));
+  ops.push_back(tensor_op("QuantizeLinear", 2, 3));
+  ops.push_back(tensor_op("DequantizeLinear", 2, 3));
+  ops.push_back(tensor_op("DynamicQuantizeLinear", 1, 1, 3, 3));
+  ops.push_back(tensor_op("Resize", 1, 4));
   return ops;
 }
 

@@ -31,7 +31,7 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path
   for (auto& [name, w] : model->graph_.weights()) {
     auto bytes = model->file_.blob(weight_blob_name(name));
     if ((!general && (w.shape.empty() || w.shape.size() > 2)) ||
-        (w.dtype == ir::DType::kF32 && !ir::weight_format_fits(w.format, w.rows(), w.cols()))) {
+        (w.dtype == ir::DType::kF32 && w.numel() > 0 && !ir::weight_format_fits(w.format, w.rows(), w.cols()))) {
       return invalid_argument(path + ": weight '" + name + "' cannot be stored as " +
                               std::string(ir::weight_format_name(w.format)) + " with its shape; the file is damaged "
                               "— rebuild it with `kiln build`");

@@ -11,6 +11,10 @@ TensorKernel tensor_kernel(const std::string& op) {
     register_tensor_linear_kernels(t);
     register_tensor_conv_kernels(t);
     register_tensor_norm_kernels(t);
+    register_tensor_scatter_kernels(t);
+    register_tensor_signal_kernels(t);
+    register_tensor_quantize_kernels(t);
+    register_tensor_resize_kernels(t);
     return t;
   }();
   auto it = table.find(op);

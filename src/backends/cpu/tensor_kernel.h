@@ -45,5 +45,9 @@ void register_tensor_layout_kernels(TensorKernelTable& table);
 void register_tensor_linear_kernels(TensorKernelTable& table);
 void register_tensor_conv_kernels(TensorKernelTable& table);
 void register_tensor_norm_kernels(TensorKernelTable& table);
+void register_tensor_scatter_kernels(TensorKernelTable& table);
+void register_tensor_signal_kernels(TensorKernelTable& table);
+void register_tensor_quantize_kernels(TensorKernelTable& table);
+void register_tensor_resize_kernels(TensorKernelTable& table);
 
 }  // namespace kiln::cpu

@@ -2,9 +2,12 @@
 //   MatMul: a [..., M, K] x b [..., K, N] -> [..., M, N], batch dims broadcast (1-D operands are
 //           promoted as NumPy does and the added dimension dropped again).
 //   Gemm:   y [M, N] = alpha * op(a) op(b) + beta * c, op = optional transpose, c broadcast to [M, N].
+//   Det:    x [..., M, M] -> y [...], by LU decomposition with partial pivoting in double.
 // Float operands compute in f32 with f64 accumulation per output row block; the inner loop runs
 // over contiguous rows of b so the compiler vectorises it. Integer operands compute in int64.
+#include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "backends/cpu/tensor_kernel.h"
 
@@ -121,9 +124,48 @@ Status gemm(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
   return Status::ok();
 }
 
+Status det(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  const Tensor& x = *in[0];
+  if (x.rank() < 2 || x.shape()[x.shape().size() - 1] != x.shape()[x.shape().size() - 2]) {
+    return tensor_error(n, "input " + ir::shape_to_string(x.shape()) + " is not a stack of square matrices");
+  }
+  if (!ir::dtype_is_float(x.dtype())) return tensor_error(n, "input must be a float tensor");
+  const int64_t M = x.shape().back();
+  Tensor y(x.dtype(), Shape(x.shape().begin(), x.shape().end() - 2));
+  std::vector<double> a(static_cast<size_t>(M * M));
+  for (int64_t b = 0; b < y.numel(); ++b) {
+    for (int64_t i = 0; i < M * M; ++i) a[static_cast<size_t>(i)] = ir::tensor_get_f64(x, b * M * M + i);
+    auto at = [&](int64_t r, int64_t c) -> double& { return a[static_cast<size_t>(r * M + c)]; };
+    double d = 1.0;
+    for (int64_t k = 0; k < M && d != 0.0; ++k) {
+      int64_t p = k;
+      for (int64_t r = k + 1; r < M; ++r) {
+        if (std::fabs(at(r, k)) > std::fabs(at(p, k))) p = r;
+      }
+      if (at(p, k) == 0.0) {
+        d = 0.0;
+        break;
+      }
+      if (p != k) {
+        for (int64_t c = 0; c < M; ++c) std::swap(at(p, c), at(k, c));
+        d = -d;
+      }
+      d *= at(k, k);
+      for (int64_t r = k + 1; r < M; ++r) {
+        const double f = at(r, k) / at(k, k);
+        for (int64_t c = k; c < M; ++c) at(r, c) -= f * at(k, c);
+      }
+    }
+    ir::tensor_set_f64(y, b, d);
+  }
+  out[0] = std::move(y);
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_tensor_linear_kernels(TensorKernelTable& table) {
+  table["Det"] = det;
   table["MatMul"] = matmul;
   table["Gemm"] = gemm;
 }

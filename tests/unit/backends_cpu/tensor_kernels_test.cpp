@@ -1,6 +1,7 @@
 // CPU kernels of general tensor ops, against plain references computed here, over odd sizes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -147,6 +148,62 @@ TEST(TensorGraphRunner, ChecksInputsBeforeRunning) {
   auto wrong = (*runner)->run({{"a", random_f32({2, 4}, 1)}, {"b", random_f32({2, 4}, 2)}});
   ASSERT_FALSE(wrong);
   EXPECT_NE(wrong.status().message().find("[batch,3]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::cpu
+
+namespace kiln::cpu {
+namespace {
+
+// Bilinear resampling with half-pixel centres, written out directly: out [1, 1, 13, 41] from
+// x [1, 1, 7, 83] (one axis up, one down).
+TEST(TensorKernels, ResizeLinearMatchesADirectBilinearReference) {
+  const ir::Tensor x = random_f32({1, 1, 7, 83}, 5);
+  ir::Tensor sizes(ir::DType::kI64, {4});
+  const int64_t want_shape[] = {1, 1, 13, 41};
+  for (int i = 0; i < 4; ++i) sizes.mutable_data<int64_t>()[i] = want_shape[i];
+  ir::Node n = node("Resize");
+  n.attrs["mode"] = std::string("linear");
+  std::vector<ir::Tensor> out;
+  ASSERT_TRUE(tensor_run_node(n, {&x, nullptr, nullptr, &sizes}, out).is_ok());
+  ASSERT_EQ(out[0].shape(), (ir::Shape{1, 1, 13, 41}));
+  auto source = [](int64_t o, int64_t in_len, int64_t out_len, int64_t& i0, int64_t& i1, double& w) {
+    const double scale = static_cast<double>(out_len) / static_cast<double>(in_len);
+    const double c = std::clamp((static_cast<double>(o) + 0.5) / scale - 0.5, 0.0, static_cast<double>(in_len - 1));
+    i0 = static_cast<int64_t>(std::floor(c));
+    i1 = std::min(i0 + 1, in_len - 1);
+    w = c - static_cast<double>(i0);
+  };
+  for (int64_t r = 0; r < 13; ++r) {
+    for (int64_t c = 0; c < 41; ++c) {
+      int64_t r0, r1, c0, c1;
+      double wr, wc;
+      source(r, 7, 13, r0, r1, wr);
+      source(c, 83, 41, c0, c1, wc);
+      auto at = [&](int64_t i, int64_t j) { return static_cast<double>(x.data<float>()[i * 83 + j]); };
+      const double want = (1 - wr) * ((1 - wc) * at(r0, c0) + wc * at(r0, c1)) + wr * ((1 - wc) * at(r1, c0) + wc * at(r1, c1));
+      ASSERT_NEAR(out[0].data<float>()[r * 41 + c], want, 1e-5) << r << "," << c;
+    }
+  }
+}
+
+TEST(TensorKernels, ScatterElementsRefusesAnIndexOutOfRange) {
+  const ir::Tensor data = random_f32({3, 4}, 6), updates = random_f32({1, 2}, 7);
+  ir::Tensor idx(ir::DType::kI64, {1, 2});
+  idx.mutable_data<int64_t>()[0] = 1;
+  idx.mutable_data<int64_t>()[1] = 4;
+  ir::Node n = node("ScatterElements");
+  n.attrs["axis"] = int64_t{1};
+  std::vector<ir::Tensor> out;
+  Status st = tensor_run_node(n, {&data, &idx, &updates}, out);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("node 'n' (ScatterElements): index 4 is out of range"), std::string::npos) << st.message();
+  idx.mutable_data<int64_t>()[1] = -1;  // counts from the end: column 3
+  ASSERT_TRUE(tensor_run_node(n, {&data, &idx, &updates}, out).is_ok());
+  EXPECT_EQ(out[0].data<float>()[1], updates.data<float>()[0]);
+  EXPECT_EQ(out[0].data<float>()[3], updates.data<float>()[1]);
+  EXPECT_EQ(out[0].data<float>()[4], data.data<float>()[4]);
 }
 
 }  // namespace
