@@ -1,5 +1,5 @@
 // kiln build MODEL_DIR|MODEL.onnx -o FILE.kiln [--target cpu|cuda] [--dtype ...] [--group N] [--max-seq-len N]
-//            [--max-batch-tokens N]
+//            [--max-batch-tokens N] [--profile INPUT:MIN,OPT,MAX ...]
 // --target cuda packs the weights for the CUDA backend and times its kernels on this machine's GPU
 // (without one, the first candidate of each list is taken), recording cuda-sm90 and the GPU name.
 #include <chrono>
@@ -20,6 +20,7 @@ namespace {
 
 struct BuildArgs {
   std::string model_dir, output, dtype = "fp32", dump_after, target = "cpu";
+  std::vector<std::string> profiles;
   int group = 0;
   int64_t max_seq_len = 0, max_batch_tokens = 512;
   int threads = 0;
@@ -85,6 +86,11 @@ int run_build(const BuildArgs& a) {
   req.options.autotune = autotune;
   req.max_seq_len = a.max_seq_len;
   req.dump_after = a.dump_after;
+  for (const std::string& spec : a.profiles) {
+    auto profile = ir::input_profile_parse(spec);
+    if (!profile) return fail(profile.status());
+    req.profiles.push_back(std::move(*profile));
+  }
   ProgressBar bar;
   engine::EngineBuildHooks hooks;
   hooks.tuner = &tuner;
@@ -125,6 +131,8 @@ CommandFn add_build_command(CLI::App& app) {
   cmd->add_option("--max-batch-tokens", args->max_batch_tokens, "most tokens in one step")->capture_default_str();
   cmd->add_option("--threads", args->threads, "threads for kernel timing (default: all cores)");
   cmd->add_flag("--no-autotune", args->no_autotune, "take each format's default kernel instead of timing");
+  cmd->add_option("--profile", args->profiles,
+                  "ONNX: shapes one dynamic input takes, NAME:MIN,OPT,MAX such as x:1x3x32x32,1x3x32x320,8x3x32x960");
   cmd->add_option("--dump-after", args->dump_after, "print the graph after this pass (or 'input', 'all')");
   return [args] { return run_build(*args); };
 }

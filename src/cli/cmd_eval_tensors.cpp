@@ -31,7 +31,10 @@ int run_eval_tensors(const std::string& engine, const std::vector<std::string>& 
   if (!(*model)->graph().has_tensor_ops()) {
     return fail(invalid_argument(engine + " is an LLM engine; run it with --ids or --text"));
   }
-  auto runner = cpu::TensorGraphRunner::create((*model)->graph());
+  auto profiles = ir::input_profiles_from_json((*model)->metadata().value("onnx", nlohmann::json::object()).value(
+      "profiles", nlohmann::json()));
+  if (!profiles) return fail(profiles.status());
+  auto runner = cpu::TensorGraphRunner::create((*model)->graph(), std::move(*profiles));
   if (!runner) return fail(runner.status());
   auto outputs = (*runner)->run(feed);
   if (!outputs) return fail(outputs.status());

@@ -3,6 +3,8 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "ir/input_profile.h"
+#include "nlohmann/json.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -22,6 +24,30 @@ std::string human_bytes(double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f %s", b, units[u]);
   return buf;
+}
+
+// The graph's inputs (with their optimisation profiles) and outputs.
+void print_onnx_io(const nlohmann::json& onnx) {
+  auto profiles = ir::input_profiles_from_json(onnx.value("profiles", nlohmann::json()));
+  auto dims = [](const nlohmann::json& v) {
+    if (!v.contains("dims")) return std::string("[?]");
+    std::string s;
+    for (const auto& d : v.at("dims")) s += (s.empty() ? "" : ", ") + (d.is_string() ? d.get<std::string>() : d.dump());
+    return "[" + s + "]";
+  };
+  for (const char* side : {"inputs", "outputs"}) {
+    std::printf("\n%s\n", side);
+    for (const auto& v : onnx.value(side, nlohmann::json::array())) {
+      const std::string name = v.at("name").get<std::string>();
+      std::printf("  %-24s %-5s %s\n", name.c_str(), v.at("dtype").get<std::string>().c_str(), dims(v).c_str());
+      if (std::string(side) != "inputs" || !profiles) continue;
+      for (const auto& p : *profiles) {
+        if (p.input != name) continue;
+        std::printf("  %-24s profile min %s  opt %s  max %s\n", "", ir::input_profile_dims(p.min).c_str(),
+                    ir::input_profile_dims(p.opt).c_str(), ir::input_profile_dims(p.max).c_str());
+      }
+    }
+  }
 }
 
 int run_inspect(const InspectArgs& a) {
@@ -45,6 +71,7 @@ int run_inspect(const InspectArgs& a) {
   std::printf("checksum      %016llx\n", static_cast<unsigned long long>(h.checksum));
   std::printf("\nmodel\n");
   for (const auto& [k, v] : meta.at("model").items()) std::printf("  %-24s %s\n", k.c_str(), v.dump().c_str());
+  if (meta.contains("onnx")) print_onnx_io(meta.at("onnx"));
 
   const ir::Graph& g = m.graph();
   std::map<std::string, int> op_counts;
@@ -64,8 +91,9 @@ int run_inspect(const InspectArgs& a) {
   for (const auto& [f, e] : by_format) {
     std::printf("  %-8s %4d tensors  %s\n", f.c_str(), e.first, human_bytes(static_cast<double>(e.second)).c_str());
   }
-  std::printf("\nkernels (matmul n x k: decode / prefill, timed at build)\n");
-  for (const auto& k : meta.at("kernels")) {
+  const nlohmann::json kernels = meta.value("kernels", nlohmann::json::array());
+  if (!kernels.empty()) std::printf("\nkernels (matmul n x k: decode / prefill, timed at build)\n");
+  for (const auto& k : kernels) {
     std::printf("  %-7s %6lld x %-6lld %-22s %8.1f us   %-22s %9.1f us\n", k.at("format").get<std::string>().c_str(),
                 static_cast<long long>(k.at("n").get<int64_t>()), static_cast<long long>(k.at("k").get<int64_t>()),
                 k.at("decode").get<std::string>().c_str(), k.at("decode_us").get<double>(),

@@ -8,6 +8,7 @@
 
 #include "base/status.h"
 #include "formats/hf_checkpoint.h"
+#include "ir/input_profile.h"
 #include "passes/pass.h"
 
 namespace kiln::engine {
@@ -18,6 +19,7 @@ struct EngineBuildRequest {
   passes::BuildOptions options;
   int64_t max_seq_len = 0;  // 0: the model's own limit (max_position_embeddings)
   std::string dump_after;   // pass name, "input" or "all"
+  std::vector<ir::InputProfile> profiles;  // ONNX only: recorded in the engine, see ir/input_profile.h
 };
 
 struct EngineBuildHooks {
@@ -36,8 +38,9 @@ Status build_engine(const EngineBuildRequest& request, const EngineBuildHooks& h
 
 // `kiln build model.onnx`: ONNX import (formats/onnx_model.h) -> the same pass pipeline -> an
 // engine whose metadata "model" section has family "onnx" and an "onnx" section listing the
-// graph's inputs and outputs (names, dtypes, dims with symbolic names). Refuses a model with
-// any node Kiln cannot run, naming the first (kiln check lists them all).
+// graph's inputs and outputs (names, dtypes, dims with symbolic names) and the request's input
+// profiles (checked against the inputs first). Refuses a model with any node Kiln cannot run,
+// naming the first (kiln check lists them all).
 Status build_onnx_engine(const EngineBuildRequest& request, const EngineBuildHooks& hooks);
 
 }  // namespace kiln::engine

@@ -33,6 +33,7 @@ Status build_onnx_engine(const EngineBuildRequest& request, const EngineBuildHoo
   const nlohmann::json opsets = import.opsets;
   KILN_ASSIGN_OR_RETURN(ir::Graph graph, formats::onnx_import_require_supported(std::move(import)));
   const size_t imported_nodes = graph.nodes().size();
+  KILN_RETURN_IF_ERROR(ir::input_profiles_validate(graph, request.profiles));
 
   passes::PassContext ctx;
   ctx.options = request.options;
@@ -75,6 +76,7 @@ Status build_onnx_engine(const EngineBuildRequest& request, const EngineBuildHoo
         {"producer", producer},
         {"inputs", inputs},
         {"outputs", outputs},
+        {"profiles", ir::input_profiles_to_json(request.profiles)},
         {"imported_nodes", imported_nodes},
         {"nodes", graph.nodes().size()}}},
       {"build",

@@ -25,8 +25,11 @@ Expected<ir::Tensor> tensor_from_stored_weight(const std::string& name, const ir
   return t;
 }
 
-Expected<std::unique_ptr<TensorGraphRunner>> TensorGraphRunner::create(const ir::Graph& graph) {
+Expected<std::unique_ptr<TensorGraphRunner>> TensorGraphRunner::create(const ir::Graph& graph,
+                                                                      std::vector<ir::InputProfile> profiles) {
+  KILN_RETURN_IF_ERROR(ir::input_profiles_validate(graph, profiles));
   std::unique_ptr<TensorGraphRunner> runner(new TensorGraphRunner(graph));
+  runner->profiles_ = std::move(profiles);
   for (const auto& node : graph.nodes()) {
     if (tensor_kernel(node.op) == nullptr) {
       return unimplemented("node '" + node.name + "' (" + node.op + "): no CPU kernel for general graphs");
@@ -77,6 +80,9 @@ Status TensorGraphRunner::check_inputs(const std::map<std::string, ir::Tensor>& 
         }
       }
     }
+  }
+  for (const ir::InputProfile& p : profiles_) {
+    KILN_RETURN_IF_ERROR(ir::input_profile_check(p, inputs.at(p.input).shape()));
   }
   for (const auto& [name, t] : inputs) {
     bool known = false;

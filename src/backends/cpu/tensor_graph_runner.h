@@ -2,7 +2,8 @@
 // tensor kernel (tensor_kernel.h), with every value's tensor released right after its last
 // reader, so a run holds only the live activations. Input shapes and dtypes are checked against
 // the graph before anything runs: a missing input, a wrong dtype, a wrong rank, a fixed dimension
-// that differs or a named dimension ("batch") bound to two sizes is a one-line error naming it.
+// that differs, a named dimension ("batch") bound to two sizes or a shape outside the input's
+// optimisation profile (ir/input_profile.h) is a one-line error naming it.
 //
 // Ownership: the runner borrows the graph (and, through it, the weights' stored bytes: an
 // engine's mapping) and must not outlive it; f16 / bf16 / quantised weights are widened to f32
@@ -17,6 +18,7 @@
 
 #include "backends/cpu/tensor_kernel.h"
 #include "ir/graph.h"
+#include "ir/input_profile.h"
 #include "ir/tensor.h"
 #include "passes/pass.h"
 
@@ -25,7 +27,9 @@ namespace kiln::cpu {
 class TensorGraphRunner {
  public:
   // Fails naming the first node that has no CPU kernel or a weight whose bytes do not fit.
-  static Expected<std::unique_ptr<TensorGraphRunner>> create(const ir::Graph& graph);
+  // `profiles` bound the inputs they name (an engine's: ir::input_profiles_from_json).
+  static Expected<std::unique_ptr<TensorGraphRunner>> create(const ir::Graph& graph,
+                                                             std::vector<ir::InputProfile> profiles = {});
 
   // Outputs by graph output name, in graph order.
   Expected<std::vector<std::pair<std::string, ir::Tensor>>> run(const std::map<std::string, ir::Tensor>& inputs);
@@ -37,6 +41,7 @@ class TensorGraphRunner {
   const ir::Graph& graph_;
   std::map<ir::ValueId, ir::Tensor> weights_;
   std::vector<size_t> last_use_;  // per value: index of the last node reading it
+  std::vector<ir::InputProfile> profiles_;
 };
 
 // The weight `entry` as a tensor: a view of its stored bytes when they are raw elements, else

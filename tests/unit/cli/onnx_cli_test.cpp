@@ -110,5 +110,39 @@ TEST_F(OnnxCliTest, BuildRefusesAnUnsupportedModelNamingTheNode) {
   EXPECT_FALSE(fs::exists(p("bad.kiln")));
 }
 
+TEST_F(OnnxCliTest, ProfilesAreRecordedShownAndEnforced) {
+  CliRun built = kiln("build " + p("good.onnx") + " -o " + p("prof.kiln") + " --no-autotune --profile x:1x5,2x5,4x5");
+  ASSERT_EQ(built.status, 0) << built.out;
+  CliRun shown = kiln("inspect " + p("prof.kiln"));
+  ASSERT_EQ(shown.status, 0) << shown.out;
+  EXPECT_NE(shown.out.find("profile min 1x5  opt 2x5  max 4x5"), std::string::npos) << shown.out;
+  ir::Tensor inside(ir::DType::kF32, {4, 5}), outside(ir::DType::kF32, {6, 5});
+  ASSERT_TRUE(npy_write(p("in.npy"), inside).is_ok());
+  ASSERT_TRUE(npy_write(p("out.npy"), outside).is_ok());
+  CliRun ok = kiln("eval " + p("prof.kiln") + " --input x=" + p("in.npy") + " --outputs-dir " + p("o"));
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  CliRun refused = kiln("eval " + p("prof.kiln") + " --input x=" + p("out.npy") + " --outputs-dir " + p("o"));
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.out.find("input 'x' has shape [6, 5], outside its profile: min [1, 5], max [4, 5]"),
+            std::string::npos)
+      << refused.out;
+}
+
+TEST_F(OnnxCliTest, BuildRefusesAProfileThatDoesNotFitTheInput) {
+  CliRun fixed = kiln("build " + p("good.onnx") + " -o " + p("p.kiln") + " --profile x:1x4,2x5,4x5");
+  EXPECT_EQ(fixed.status, 1);
+  EXPECT_NE(fixed.out.find("profile of input 'x': dimension 1 is fixed at 5"), std::string::npos) << fixed.out;
+  CliRun order = kiln("build " + p("good.onnx") + " -o " + p("p.kiln") + " --profile x:3x5,2x5,4x5");
+  EXPECT_EQ(order.status, 1);
+  EXPECT_NE(order.out.find("min <= opt <= max"), std::string::npos) << order.out;
+  CliRun unknown = kiln("build " + p("good.onnx") + " -o " + p("p.kiln") + " --profile z:1x5,2x5,4x5");
+  EXPECT_EQ(unknown.status, 1);
+  EXPECT_NE(unknown.out.find("the model has no such input (its inputs: x)"), std::string::npos) << unknown.out;
+  CliRun syntax = kiln("build " + p("good.onnx") + " -o " + p("p.kiln") + " --profile x:1x5,2x5");
+  EXPECT_EQ(syntax.status, 1);
+  EXPECT_NE(syntax.out.find("must give three shapes"), std::string::npos) << syntax.out;
+  EXPECT_FALSE(fs::exists(p("p.kiln")));
+}
+
 }  // namespace
 }  // namespace kiln::cli
