@@ -28,7 +28,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset ci-a
 
 echo "== fuzzers (${fuzz_seconds}s each)"
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$jobs" --target fuzz_safetensors fuzz_engine
+cmake --build --preset fuzz -j "$jobs" --target fuzz_safetensors fuzz_engine fuzz_onnx
 for f in build/fuzz/tests/fuzz/fuzz_*; do
   [ -x "$f" ] || continue
   name=$(basename "$f")

@@ -174,6 +174,11 @@ class Importer {
     }
     const OnnxTranslator* translate = onnx_translator(proto.op_type());
     if (translate == nullptr) return unsupported("unsupported op");
+    // Every op Kiln translates has an output and, Constant aside, a first input.
+    if (proto.output().empty() || proto.output(0).empty()) return unsupported("the node has no output");
+    if (proto.op_type() != "Constant" && (node.inputs.empty() || node.inputs[0] == ir::kNoValue)) {
+      return unsupported("the node's first input is missing");
+    }
     // Outputs: values typed as declared (value_info / graph outputs) where ONNX says, else found at run time.
     const ir::DType default_dtype = !node.inputs.empty() && node.inputs[0] != ir::kNoValue
                                         ? g_.value(node.inputs[0]).dtype

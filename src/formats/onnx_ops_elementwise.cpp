@@ -33,8 +33,10 @@ Status boolean_result(const OnnxNode& node, OnnxEmitter& out) {
 Status clip(const OnnxNode& node, OnnxEmitter& out) {
   if (node.opset >= 11) return same(node, out);
   ir::Tensor lo(ir::DType::kF32, {}), hi(ir::DType::kF32, {});
-  lo.mutable_data<float>()[0] = static_cast<float>(std::get<double>(node.attrs.count("min") ? node.attrs.at("min") : ir::Attr{-3.4028234663852886e38}));
-  hi.mutable_data<float>()[0] = static_cast<float>(std::get<double>(node.attrs.count("max") ? node.attrs.at("max") : ir::Attr{3.4028234663852886e38}));
+  KILN_ASSIGN_OR_RETURN(double min, node.float_in("min", -3.4028234663852886e38));
+  KILN_ASSIGN_OR_RETURN(double max, node.float_in("max", 3.4028234663852886e38));
+  lo.mutable_data<float>()[0] = static_cast<float>(min);
+  hi.mutable_data<float>()[0] = static_cast<float>(max);
   out.add("Clip", node.name, {node.input(0), out.constant(node, "min", lo), out.constant(node, "max", hi)},
           node.outputs, {});
   return Status::ok();
@@ -52,6 +54,7 @@ Status cast(const OnnxNode& node, OnnxEmitter& out) {
 }
 
 Status cast_like(const OnnxNode& node, OnnxEmitter& out) {
+  if (node.input(1) == ir::kNoValue) return node.error("input 'target_type' is missing");
   out.graph().value(node.outputs[0]).dtype = out.graph().value(node.input(1)).dtype;
   out.add_same(node);
   return Status::ok();

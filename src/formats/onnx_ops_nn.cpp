@@ -32,17 +32,17 @@ Status conv_like(const OnnxNode& node, OnnxEmitter& out) {
   KILN_ASSIGN_OR_RETURN(int64_t order, node.int_in("storage_order", 0, 0, 1));
   (void)pad, (void)group, (void)ceil, (void)include, (void)order;
   for (const char* key : {"strides", "dilations"}) {
-    if (auto it = node.attrs.find(key); it != node.attrs.end()) {
-      for (int64_t v : std::get<std::vector<int64_t>>(it->second)) {
-        if (v < 1) return node.error(std::string("attribute '") + key + "' must be positive");
-      }
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> values, node.ints_in(key));
+    for (int64_t v : values) {
+      if (v < 1) return node.error(std::string("attribute '") + key + "' must be positive");
     }
   }
-  if (auto it = node.attrs.find("pads"); it != node.attrs.end()) {
-    for (int64_t v : std::get<std::vector<int64_t>>(it->second)) {
-      if (v < 0) return node.error("attribute 'pads' must not be negative");
-    }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, node.ints_in("pads"));
+  for (int64_t v : pads) {
+    if (v < 0) return node.error("attribute 'pads' must not be negative");
   }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, node.ints_in("kernel_shape"));
+  (void)kernel;
   if (node.op_type == "MaxPool" && node.outputs.size() > 1) out.graph().value(node.outputs[1]).dtype = ir::DType::kI64;
   out.add_same(node);
   return Status::ok();
@@ -77,11 +77,10 @@ Status resize(const OnnxNode& node, OnnxEmitter& out) {
     attrs["coordinate_transformation_mode"] = std::string("asymmetric");
     attrs["nearest_mode"] = std::string("floor");
     if (node.op_type == "Upsample" && node.opset < 9) {
-      auto it = node.attrs.find("scales");
-      const auto* scales = it == node.attrs.end() ? nullptr : std::get_if<std::vector<double>>(&it->second);
-      if (scales == nullptr) return node.error("attribute 'scales' is required");
-      ir::Tensor t(ir::DType::kF32, {static_cast<int64_t>(scales->size())});
-      for (size_t i = 0; i < scales->size(); ++i) t.mutable_data<float>()[i] = static_cast<float>((*scales)[i]);
+      KILN_ASSIGN_OR_RETURN(std::vector<double> scales, node.floats_in("scales"));
+      if (scales.empty()) return node.error("attribute 'scales' is required");
+      ir::Tensor t(ir::DType::kF32, {static_cast<int64_t>(scales.size())});
+      for (size_t i = 0; i < scales.size(); ++i) t.mutable_data<float>()[i] = static_cast<float>(scales[i]);
       inputs[2] = out.constant(node, "scales", std::move(t));
     }
     out.add("Resize", node.name, inputs, node.outputs, attrs);
@@ -100,9 +99,10 @@ Status resize(const OnnxNode& node, OnnxEmitter& out) {
   attrs["coordinate_transformation_mode"] = coord;
   attrs["nearest_mode"] = nearest;
   attrs["exclude_outside"] = exclude;
-  for (const char* key : {"cubic_coeff_a", "extrapolation_value"}) {
-    if (auto it = node.attrs.find(key); it != node.attrs.end()) attrs[key] = it->second;
-  }
+  KILN_ASSIGN_OR_RETURN(double cubic_a, node.float_in("cubic_coeff_a", -0.75));
+  KILN_ASSIGN_OR_RETURN(double extrapolation, node.float_in("extrapolation_value", 0.0));
+  attrs["cubic_coeff_a"] = cubic_a;
+  attrs["extrapolation_value"] = extrapolation;
   out.add("Resize", node.name, node.inputs, node.outputs, attrs);
   return Status::ok();
 }

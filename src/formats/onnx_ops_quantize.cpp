@@ -10,6 +10,7 @@ namespace {
 
 Status quantize(const OnnxNode& node, OnnxEmitter& out) {
   ir::Graph& g = out.graph();
+  if (node.input(1) == ir::kNoValue) return node.error("the scale input is missing");
   if (node.op_type == "QuantizeLinear") {
     const ir::DType dtype = node.input(2) != ir::kNoValue ? g.value(node.input(2)).dtype : ir::DType::kU8;
     if (dtype != ir::DType::kU8 && dtype != ir::DType::kI8) return node.error("the zero point must be u8 or i8");
@@ -23,6 +24,7 @@ Status quantize(const OnnxNode& node, OnnxEmitter& out) {
 
 Status dynamic_quantize(const OnnxNode& node, OnnxEmitter& out) {
   ir::Graph& g = out.graph();
+  if (node.outputs.size() != 3) return node.error("expected 3 outputs (y, y_scale, y_zero_point)");
   g.value(node.outputs[0]).dtype = ir::DType::kU8;
   g.value(node.outputs[1]).dtype = ir::DType::kF32;
   g.value(node.outputs[2]).dtype = ir::DType::kU8;

@@ -31,15 +31,16 @@ Status constant(const OnnxNode& node, OnnxEmitter& out) {
     t = it->second;
   } else if (node.attrs.count("value_float")) {
     t = ir::Tensor(ir::DType::kF32, {});
-    t.mutable_data<float>()[0] = static_cast<float>(std::get<double>(node.attrs.at("value_float")));
+    KILN_ASSIGN_OR_RETURN(double value, node.float_in("value_float", 0.0));
+    t.mutable_data<float>()[0] = static_cast<float>(value);
   } else if (node.attrs.count("value_int")) {
     t = ir::Tensor(ir::DType::kI64, {});
     t.mutable_data<int64_t>()[0] = node.attr_int("value_int", 0);
   } else if (const auto* v = ints(node, "value_ints")) {
     t = ir::Tensor(ir::DType::kI64, {static_cast<int64_t>(v->size())});
     if (!v->empty()) std::memcpy(t.mutable_bytes(), v->data(), v->size() * 8);
-  } else if (auto f = node.attrs.find("value_floats"); f != node.attrs.end()) {
-    const auto& floats = std::get<std::vector<double>>(f->second);
+  } else if (node.attrs.count("value_floats")) {
+    KILN_ASSIGN_OR_RETURN(std::vector<double> floats, node.floats_in("value_floats"));
     t = ir::Tensor(ir::DType::kF32, {static_cast<int64_t>(floats.size())});
     for (size_t i = 0; i < floats.size(); ++i) t.mutable_data<float>()[i] = static_cast<float>(floats[i]);
   } else {
@@ -97,7 +98,8 @@ Status pad(const OnnxNode& node, OnnxEmitter& out) {
     const auto* pads = ints(node, "pads");
     if (pads == nullptr) return node.error("attribute 'pads' is required");
     ir::Tensor value(out.graph().value(node.input(0)).dtype, {});
-    ir::tensor_set_f64(value, 0, node.attrs.count("value") ? std::get<double>(node.attrs.at("value")) : 0.0);
+    KILN_ASSIGN_OR_RETURN(double fill, node.float_in("value", 0.0));
+    ir::tensor_set_f64(value, 0, fill);
     inputs = {node.input(0), out.constant_i64(node, "pads", *pads), out.constant(node, "value", value)};
   }
   out.add("Pad", node.name, inputs, node.outputs, {{"mode", mode}});

@@ -45,6 +45,14 @@ Expected<std::string> read_external(const TensorProto& proto, const std::string&
   const std::string path = base_dir + "/" + location;
   std::ifstream f(path, std::ios::binary);
   if (!f) return not_found("tensor '" + proto.name() + "': cannot open external data file " + path);
+  f.seekg(0, std::ios::end);
+  const auto file_size = static_cast<int64_t>(f.tellg());
+  if (file_size < 0 || static_cast<uint64_t>(offset) > static_cast<uint64_t>(file_size) ||
+      want > static_cast<uint64_t>(file_size - offset)) {
+    return invalid_argument("tensor '" + proto.name() + "': external data file " + path + " holds " +
+                            std::to_string(file_size) + " bytes, too few for " + std::to_string(want) +
+                            " bytes at offset " + std::to_string(offset));
+  }
   f.seekg(offset);
   std::string bytes(want, '\0');
   f.read(bytes.data(), static_cast<std::streamsize>(want));
@@ -85,14 +93,26 @@ std::string onnx_dtype_name(int onnx_type) {
 Expected<ir::Tensor> onnx_tensor_decode(const TensorProto& proto, const std::string& base_dir) {
   KILN_ASSIGN_OR_RETURN(ir::DType dtype, onnx_dtype(proto.data_type()));
   ir::Shape shape(proto.dims().begin(), proto.dims().end());
+  // The element count, bounded before anything is allocated: a file's dims are not trusted.
+  constexpr int64_t kMaxElements = int64_t{1} << 40;
+  int64_t numel = 1;
   for (int64_t d : shape) {
     if (d < 0) return invalid_argument("tensor '" + proto.name() + "' has a negative dimension");
+    if (d == 0) numel = 0;
+  }
+  for (int64_t d : shape) {
+    if (numel == 0) break;
+    if (d > kMaxElements / numel) {
+      return invalid_argument("tensor '" + proto.name() + "' has shape " + ir::shape_to_string(shape) +
+                              ", more than 2^40 elements");
+    }
+    numel *= d;
   }
   if (proto.has_segment()) return unimplemented("tensor '" + proto.name() + "' is segmented");
-  ir::Tensor t(dtype, shape);
-  const size_t want = t.byte_size();
+  const size_t want = static_cast<size_t>(numel) * ir::dtype_size(dtype);
   if (proto.data_location() == TensorProto::EXTERNAL) {
     KILN_ASSIGN_OR_RETURN(std::string bytes, read_external(proto, base_dir, want));
+    ir::Tensor t(dtype, shape);
     if (want) std::memcpy(t.mutable_bytes(), bytes.data(), want);
     return t;
   }
@@ -102,44 +122,37 @@ Expected<ir::Tensor> onnx_tensor_decode(const TensorProto& proto, const std::str
                               " bytes of raw data, its shape " + ir::shape_to_string(shape) + " needs " +
                               std::to_string(want));
     }
+    ir::Tensor t(dtype, shape);
     if (want) std::memcpy(t.mutable_bytes(), proto.raw_data().data(), want);
     return t;
   }
-  const auto n = static_cast<int>(t.numel());
-  auto count_error = [&](int got) {
-    return invalid_argument("tensor '" + proto.name() + "' holds " + std::to_string(got) + " values, its shape " +
-                            ir::shape_to_string(shape) + " needs " + std::to_string(n));
-  };
+  int64_t got = 0;
   switch (dtype) {
-    case ir::DType::kF32:
-      if (proto.float_data_size() != n) return count_error(proto.float_data_size());
-      fill_from(t, proto.float_data(), true);
-      break;
-    case ir::DType::kF64:
-      if (proto.double_data_size() != n) return count_error(proto.double_data_size());
-      fill_from(t, proto.double_data(), true);
-      break;
-    case ir::DType::kI64:
-      if (proto.int64_data_size() != n) return count_error(proto.int64_data_size());
-      fill_from(t, proto.int64_data(), false);
-      break;
+    case ir::DType::kF32: got = proto.float_data_size(); break;
+    case ir::DType::kF64: got = proto.double_data_size(); break;
+    case ir::DType::kI64: got = proto.int64_data_size(); break;
     case ir::DType::kU32:
-    case ir::DType::kU64:
-      if (proto.uint64_data_size() != n) return count_error(proto.uint64_data_size());
-      fill_from(t, proto.uint64_data(), false);
-      break;
+    case ir::DType::kU64: got = proto.uint64_data_size(); break;
+    default: got = proto.int32_data_size(); break;  // f16 / bf16 keep their 16-bit patterns here
+  }
+  if (got != numel) {
+    return invalid_argument("tensor '" + proto.name() + "' holds " + std::to_string(got) + " values, its shape " +
+                            ir::shape_to_string(shape) + " needs " + std::to_string(numel));
+  }
+  ir::Tensor t(dtype, shape);
+  switch (dtype) {
+    case ir::DType::kF32: fill_from(t, proto.float_data(), true); break;
+    case ir::DType::kF64: fill_from(t, proto.double_data(), true); break;
+    case ir::DType::kI64: fill_from(t, proto.int64_data(), false); break;
+    case ir::DType::kU32:
+    case ir::DType::kU64: fill_from(t, proto.uint64_data(), false); break;
     case ir::DType::kF16:
     case ir::DType::kBF16: {
-      // int32_data holds the 16-bit patterns.
-      if (proto.int32_data_size() != n) return count_error(proto.int32_data_size());
       auto* p = t.mutable_data<uint16_t>();
-      for (int i = 0; i < n; ++i) p[i] = static_cast<uint16_t>(proto.int32_data(i));
+      for (int64_t i = 0; i < numel; ++i) p[i] = static_cast<uint16_t>(proto.int32_data(static_cast<int>(i)));
       break;
     }
-    default:
-      if (proto.int32_data_size() != n) return count_error(proto.int32_data_size());
-      fill_from(t, proto.int32_data(), false);
-      break;
+    default: fill_from(t, proto.int32_data(), false); break;
   }
   return t;
 }

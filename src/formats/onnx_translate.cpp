@@ -43,6 +43,28 @@ Expected<std::string> OnnxNode::string_in(const std::string& key, const std::str
   return error("attribute '" + key + "' = '" + value + "' is not one of " + list);
 }
 
+Expected<double> OnnxNode::float_in(const std::string& key, double fallback) const {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) return fallback;
+  if (const auto* d = std::get_if<double>(&it->second)) return *d;
+  if (const auto* v = std::get_if<int64_t>(&it->second)) return static_cast<double>(*v);
+  return error("attribute '" + key + "' must be a float");
+}
+
+Expected<std::vector<int64_t>> OnnxNode::ints_in(const std::string& key) const {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) return std::vector<int64_t>{};
+  if (const auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
+  return error("attribute '" + key + "' must be a list of ints");
+}
+
+Expected<std::vector<double>> OnnxNode::floats_in(const std::string& key) const {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) return std::vector<double>{};
+  if (const auto* v = std::get_if<std::vector<double>>(&it->second)) return *v;
+  return error("attribute '" + key + "' must be a list of floats");
+}
+
 ir::WeightEntry weight_entry_from_tensor(ir::Tensor t) {
   ir::WeightEntry entry;
   entry.shape = t.shape();

@@ -39,6 +39,11 @@ struct OnnxNode {
   // The string attribute `key` (or `fallback`), refused unless one of `allowed`.
   Expected<std::string> string_in(const std::string& key, const std::string& fallback,
                                   const std::vector<std::string>& allowed) const;
+  // The float attribute `key` (an int is widened), or `fallback`; an error if it has another type.
+  Expected<double> float_in(const std::string& key, double fallback) const;
+  // The ints / floats attribute `key`, empty when absent; an error if it has another type.
+  Expected<std::vector<int64_t>> ints_in(const std::string& key) const;
+  Expected<std::vector<double>> floats_in(const std::string& key) const;
   ir::ValueId input(size_t i) const { return i < inputs.size() ? inputs[i] : ir::kNoValue; }
 };
 

@@ -121,6 +121,39 @@ TEST_F(OnnxModelTest, OutOfRangeAttributeNamesTheNode) {
   EXPECT_NE(imported->unsupported[0].reason.find("'transA' = 7 is out of range"), std::string::npos);
 }
 
+TEST_F(OnnxModelTest, HugeDimsAreRefusedBeforeAnythingIsAllocated) {
+  onnx::ModelProto m = dense_model();
+  onnx::TensorProto* w = m.mutable_graph()->mutable_initializer(0);
+  w->clear_dims();
+  for (int i = 0; i < 3; ++i) w->add_dims(int64_t{1} << 30);
+  kiln::testing::onnx_save(m, path("m.onnx"));
+  auto imported = onnx_import_file(path("m.onnx"));
+  ASSERT_FALSE(imported);
+  EXPECT_NE(imported.status().message().find("more than 2^40 elements"), std::string::npos)
+      << imported.status().message();
+}
+
+TEST_F(OnnxModelTest, MalformedNodesAreListedNotFatal) {
+  onnx::ModelProto m = onnx_model();
+  auto* g = m.mutable_graph();
+  *g->add_input() = onnx_value("x", onnx::TensorProto::FLOAT, {"1", "1", "4", "4"});
+  *g->add_output() = onnx_value("y", onnx::TensorProto::FLOAT, {"1", "1", "2", "2"});
+  auto* pool = onnx_node(g, "MaxPool", {"x"}, {"y"}, "pool");
+  auto* pads = pool->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::FLOAT);
+  pads->set_f(1.0f);
+  onnx_node(g, "Constant", {}, {}, "no_output");
+  onnx_node(g, "Relu", {""}, {"r"}, "no_input");
+  kiln::testing::onnx_save(m, path("m.onnx"));
+  auto imported = onnx_import_file(path("m.onnx"));
+  ASSERT_TRUE(imported) << imported.status().message();
+  ASSERT_EQ(imported->unsupported.size(), 3u);
+  EXPECT_EQ(imported->unsupported[0].line(), "node 'pool' (MaxPool, ai.onnx opset 13): attribute 'pads' must be a list of ints");
+  EXPECT_EQ(imported->unsupported[1].reason, "the node has no output");
+  EXPECT_EQ(imported->unsupported[2].reason, "the node's first input is missing");
+}
+
 TEST_F(OnnxModelTest, ExternalDataIsReadBesideTheModelAndConfinedToIt) {
   onnx::ModelProto m = dense_model();
   onnx::TensorProto* w = m.mutable_graph()->mutable_initializer(0);
