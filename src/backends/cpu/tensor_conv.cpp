@@ -4,11 +4,15 @@
 //   MaxPool / AveragePool: x [N, C, D...] -> y [N, C, O...] (+ MaxPool's flat argmax indices)
 //   GlobalAveragePool / GlobalMaxPool: x [N, C, D...] -> [N, C, 1...]
 // O follows ONNX's rules for pads, strides, dilations, auto_pad and ceil_mode (window_geometry()).
-// Direct loops in f64: correct for every attribute combination; an im2col + GEMM fast path for
-// the common 2-D case is the next step for real models.
+// f32 Conv (any number of spatial dims) gathers each group's input patches (im2col, rows =
+// output positions) and multiplies them with the weights through the LLM path's f32 matmul
+// kernels; depthwise-like groups (fewer than 4 output channels) run a direct f32 loop instead.
+// Other dtypes and the other ops use direct loops in f64, correct for every attribute combination.
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/matmul.h"
 #include "backends/cpu/tensor_kernel.h"
 
 namespace kiln::cpu {
@@ -79,6 +83,62 @@ void for_each_pos(const std::vector<int64_t>& dims, F f) {
   }
 }
 
+struct ConvDims {
+  int64_t N, C, M, group, in_sp, k_sp, out_sp;
+};
+
+// y [N, M, out_sp] = conv(x [N, C, in_sp], w [M, C/group, k_sp]) + bias, in f32. taps[oi * k_sp + ki]
+// is the input offset (within a channel) of kernel position ki at output position oi, or -1.
+void conv_f32(const float* x, const float* w, const float* bias, float* y, const ConvDims& d,
+              const std::vector<int64_t>& taps) {
+  const int64_t cg = d.C / d.group, mg = d.M / d.group, K = cg * d.k_sp;
+  if (mg < 4) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < d.N; ++b) {
+      for (int64_t m = 0; m < d.M; ++m) {
+        const int64_t gi = m / mg;
+        float* yo = y + (b * d.M + m) * d.out_sp;
+        for (int64_t oi = 0; oi < d.out_sp; ++oi) {
+          float s = bias != nullptr ? bias[m] : 0.0f;
+          const int64_t* t = taps.data() + oi * d.k_sp;
+          for (int64_t c = 0; c < cg; ++c) {
+            const float* xc = x + (b * d.C + gi * cg + c) * d.in_sp;
+            const float* wc = w + (m * cg + c) * d.k_sp;
+            for (int64_t ki = 0; ki < d.k_sp; ++ki) {
+              if (t[ki] >= 0) s += xc[t[ki]] * wc[ki];
+            }
+          }
+          yo[oi] = s;
+        }
+      }
+    }
+    return;
+  }
+  const MatmulKernel* kernel = matmul_kernels(ir::WeightFormat::kF32, isa_active()).front();
+  // col: [out_sp, K] patches of one (batch, group); prod: [out_sp, mg].
+  std::vector<float> col(static_cast<size_t>(d.out_sp * K)), prod(static_cast<size_t>(d.out_sp * mg));
+  for (int64_t b = 0; b < d.N; ++b) {
+    for (int64_t gi = 0; gi < d.group; ++gi) {
+      const float* xg = x + (b * d.C + gi * cg) * d.in_sp;
+#pragma omp parallel for schedule(static)
+      for (int64_t oi = 0; oi < d.out_sp; ++oi) {
+        float* row = col.data() + oi * K;
+        const int64_t* t = taps.data() + oi * d.k_sp;
+        for (int64_t c = 0; c < cg; ++c) {
+          for (int64_t ki = 0; ki < d.k_sp; ++ki) row[c * d.k_sp + ki] = t[ki] >= 0 ? xg[c * d.in_sp + t[ki]] : 0.0f;
+        }
+      }
+      matmul(*kernel, col.data(), d.out_sp, K, reinterpret_cast<const std::byte*>(w + gi * mg * K), mg,
+             bias != nullptr ? bias + gi * mg : nullptr, prod.data());
+      float* yg = y + (b * d.M + gi * mg) * d.out_sp;
+#pragma omp parallel for schedule(static)
+      for (int64_t m = 0; m < mg; ++m) {
+        for (int64_t oi = 0; oi < d.out_sp; ++oi) yg[m * d.out_sp + oi] = prod[static_cast<size_t>(oi * mg + m)];
+      }
+    }
+  }
+}
+
 Status conv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
   const Tensor &x = *in[0], &wt = *in[1];
   if (x.rank() < 3 || wt.rank() != x.rank()) return tensor_error(n, "x and w must be [N, C, D...] and [M, C/g, k...]");
@@ -92,7 +152,6 @@ Status conv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
   KILN_ASSIGN_OR_RETURN(Window g, window_geometry(n, spatial, kernel, false));
   Shape shape = {N, M};
   shape.insert(shape.end(), g.out.begin(), g.out.end());
-  const std::vector<double> xv = ir::tensor_to_f64(x), wv = ir::tensor_to_f64(wt);
   const int64_t cg = C / group, mg = M / group, in_sp = ir::shape_numel(spatial), k_sp = ir::shape_numel(kernel);
   const int64_t out_sp = ir::shape_numel(g.out);
   const std::vector<int64_t> xs = tensor_strides(spatial);
@@ -108,6 +167,16 @@ Status conv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
       taps[static_cast<size_t>(oi * k_sp + ki)] = off;
     });
   });
+  const Tensor* bias_t = in.size() > 2 ? in[2] : nullptr;
+  if (x.dtype() == DType::kF32 && wt.dtype() == DType::kF32 && (bias_t == nullptr || bias_t->dtype() == DType::kF32)) {
+    if (bias_t != nullptr && bias_t->numel() != M) return tensor_error(n, "bias must have M entries");
+    Tensor yt(DType::kF32, shape);
+    conv_f32(x.data<float>(), wt.data<float>(), bias_t != nullptr ? bias_t->data<float>() : nullptr,
+             yt.mutable_data<float>(), {N, C, M, group, in_sp, k_sp, out_sp}, taps);
+    out[0] = std::move(yt);
+    return Status::ok();
+  }
+  const std::vector<double> xv = ir::tensor_to_f64(x), wv = ir::tensor_to_f64(wt);
   std::vector<double> y(static_cast<size_t>(N * M * out_sp), 0.0);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < N; ++b) {

@@ -196,6 +196,38 @@ int64_t int_binary(const ir::Node& n, int64_t a, int64_t b, bool is_unsigned) {
 
 bool is_unsigned(DType d) { return d == DType::kU8 || d == DType::kU16 || d == DType::kU32 || d == DType::kU64; }
 
+// y = op(a, b) in f32 for the four arithmetic ops real models are full of; false for other ops.
+// Broadcasting: equal shapes, a scalar side, or per-element offsets.
+template <typename Op>
+void f32_binary(const Tensor& a, const Tensor& b, Tensor& y, Op op) {
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  float* py = y.mutable_data<float>();
+  const int64_t count = y.numel();
+  if (a.shape() == y.shape() && b.shape() == y.shape()) {
+    for (int64_t i = 0; i < count; ++i) py[i] = op(pa[i], pb[i]);
+  } else if (a.shape() == y.shape() && b.numel() == 1) {
+    const float s = pb[0];
+    for (int64_t i = 0; i < count; ++i) py[i] = op(pa[i], s);
+  } else if (b.shape() == y.shape() && a.numel() == 1) {
+    const float s = pa[0];
+    for (int64_t i = 0; i < count; ++i) py[i] = op(s, pb[i]);
+  } else {
+    const std::vector<int64_t> oa = tensor_broadcast_offsets(a.shape(), y.shape());
+    const std::vector<int64_t> ob = tensor_broadcast_offsets(b.shape(), y.shape());
+    for (int64_t i = 0; i < count; ++i) py[i] = op(pa[oa[static_cast<size_t>(i)]], pb[ob[static_cast<size_t>(i)]]);
+  }
+}
+
+bool f32_arith(const std::string& op, const Tensor& a, const Tensor& b, Tensor& y) {
+  if (op == "Add") f32_binary(a, b, y, [](float u, float v) { return u + v; });
+  else if (op == "Sub") f32_binary(a, b, y, [](float u, float v) { return u - v; });
+  else if (op == "Mul") f32_binary(a, b, y, [](float u, float v) { return u * v; });
+  else if (op == "Div") f32_binary(a, b, y, [](float u, float v) { return u / v; });
+  else return false;
+  return true;
+}
+
 // y = op(a, b) with broadcasting; `result` is the output dtype.
 Expected<Tensor> broadcast_binary(const ir::Node& n, const Tensor& a, const Tensor& b, DType result) {
   if (n.op != "Pow" && n.op != "PRelu" && kind_of(n.op) != Kind::kLogic && a.dtype() != b.dtype()) {
@@ -205,6 +237,9 @@ Expected<Tensor> broadcast_binary(const ir::Node& n, const Tensor& a, const Tens
   KILN_ASSIGN_OR_RETURN(ir::Shape shape, tensor_broadcast_shape(n, {a.shape(), b.shape()}));
   Tensor y(result, shape);
   const int64_t count = y.numel();
+  if (a.dtype() == DType::kF32 && b.dtype() == DType::kF32 && result == DType::kF32 && f32_arith(n.op, a, b, y)) {
+    return y;
+  }
   if (a.dtype() == DType::kF32 && b.dtype() == DType::kF32 && result == DType::kF32 && a.shape() == b.shape()) {
     const float* pa = a.data<float>();
     const float* pb = b.data<float>();

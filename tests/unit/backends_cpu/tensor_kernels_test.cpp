@@ -208,3 +208,52 @@ TEST(TensorKernels, ScatterElementsRefusesAnIndexOutOfRange) {
 
 }  // namespace
 }  // namespace kiln::cpu
+
+namespace kiln::cpu {
+namespace {
+
+// Conv over odd sizes against a direct reference: x [2, C, 9, 13], w [M, C/group, 3, 3], stride 2,
+// pads 1, dilation 1; group 2 with 5 outputs per group (the im2col + matmul path) and depthwise
+// (the direct f32 path).
+TEST(TensorKernels, GroupedAndDepthwiseConvMatchADirectReference) {
+  struct Case {
+    int64_t C, M, group;
+  };
+  for (const Case& k : {Case{6, 10, 2}, Case{7, 7, 7}}) {
+    const int64_t N = 2, H = 9, W = 13, cg = k.C / k.group, mg = k.M / k.group;
+    const ir::Tensor x = random_f32({N, k.C, H, W}, 8), w = random_f32({k.M, cg, 3, 3}, 9), b = random_f32({k.M}, 10);
+    ir::Node n = node("Conv");
+    n.attrs["group"] = k.group;
+    n.attrs["strides"] = std::vector<int64_t>{2, 2};
+    n.attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    std::vector<ir::Tensor> out;
+    ASSERT_TRUE(tensor_run_node(n, {&x, &w, &b}, out).is_ok());
+    const int64_t OH = (H + 2 - 3) / 2 + 1, OW = (W + 2 - 3) / 2 + 1;
+    ASSERT_EQ(out[0].shape(), (ir::Shape{N, k.M, OH, OW}));
+    for (int64_t bi = 0; bi < N; ++bi) {
+      for (int64_t m = 0; m < k.M; ++m) {
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            double s = b.data<float>()[m];
+            for (int64_t c = 0; c < cg; ++c) {
+              for (int64_t i = 0; i < 3; ++i) {
+                for (int64_t j = 0; j < 3; ++j) {
+                  const int64_t h = oh * 2 - 1 + i, ww = ow * 2 - 1 + j;
+                  if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
+                  const int64_t ci = (m / mg) * cg + c;
+                  s += static_cast<double>(x.data<float>()[((bi * k.C + ci) * H + h) * W + ww]) *
+                       w.data<float>()[((m * cg + c) * 3 + i) * 3 + j];
+                }
+              }
+            }
+            ASSERT_NEAR(out[0].data<float>()[((bi * k.M + m) * OH + oh) * OW + ow], s, 1e-4)
+                << "group " << k.group << " at " << bi << "," << m << "," << oh << "," << ow;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::cpu
