@@ -12,6 +12,7 @@ tests/parity/sentencepiece/setup.sh build/parity
 tests/templates/setup.sh build/templates
 /usr/bin/python3 tests/templates/render_reference.py build/templates
 tests/e2e/setup.sh build/ci/e2e
+tests/onnx/models/setup.sh build/ci/onnx_models
 export KILN_PARITY_DIR="$PWD/build/parity" KILN_TEMPLATES_DIR="$PWD/build/templates"
 
 echo "== release build (warnings are errors; with the CUDA backend and its gpu-labelled tests, which skip without a GPU, where nvcc is found)"

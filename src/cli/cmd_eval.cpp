@@ -1,6 +1,6 @@
 // kiln eval ENGINE --ids 1,2,3 [--logits-out F.npy] [--generate N] [--chunk N]
 // kiln eval ENGINE --text FILE [--window N]     perplexity (windowing: see llm/perplexity.h)
-// kiln eval ENGINE --input NAME=FILE.npy ... --outputs-dir DIR   general graphs (cmd_eval_tensors.cpp)
+// kiln eval ENGINE --input NAME=FILE.npy ... --outputs-dir DIR [--repeat N]   general graphs (cmd_eval_tensors.cpp)
 #include <algorithm>
 #include <cstdio>
 
@@ -17,7 +17,7 @@ struct EvalArgs {
   std::string engine, ids, logits_out, text, outputs_dir;
   std::vector<std::string> inputs;
   int64_t generate = 0, chunk = 0, window = 0;
-  int threads = 0;
+  int threads = 0, repeat = 0;
 };
 
 int run_perplexity(const EvalArgs& a) {
@@ -44,7 +44,7 @@ int run_perplexity(const EvalArgs& a) {
 }
 
 int run_eval(const EvalArgs& a) {
-  if (!a.inputs.empty() || !a.outputs_dir.empty()) return run_eval_tensors(a.engine, a.inputs, a.outputs_dir, a.threads);
+  if (!a.inputs.empty() || !a.outputs_dir.empty()) return run_eval_tensors(a.engine, a.inputs, a.outputs_dir, a.threads, a.repeat);
   if (!a.text.empty()) return run_perplexity(a);
   if (a.ids.empty()) return fail(invalid_argument("give --ids or --text"));
   auto ids = parse_id_list(a.ids);
@@ -88,6 +88,7 @@ CommandFn add_eval_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
   cmd->add_option("--input", args->inputs, "general engines: NAME=FILE.npy, one per graph input");
   cmd->add_option("--outputs-dir", args->outputs_dir, "general engines: write each output as DIR/NAME.npy");
+  cmd->add_option("--repeat", args->repeat, "general engines: run N more times and print the latency");
   return [args] { return run_eval(*args); };
 }
 

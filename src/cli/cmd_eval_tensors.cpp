@@ -1,7 +1,10 @@
-// kiln eval ENGINE --input NAME=FILE.npy [--input ...] --outputs-dir DIR
-// Runs a general (ONNX) engine once on NumPy inputs and writes each output as DIR/NAME.npy.
+// kiln eval ENGINE --input NAME=FILE.npy [--input ...] --outputs-dir DIR [--repeat N]
+// Runs a general (ONNX) engine once on NumPy inputs and writes each output as DIR/NAME.npy;
+// --repeat N then runs it N more times on the same inputs and prints the mean and best latency.
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
 
@@ -13,7 +16,7 @@
 namespace kiln::cli {
 
 int run_eval_tensors(const std::string& engine, const std::vector<std::string>& inputs,
-                     const std::string& outputs_dir, int threads) {
+                     const std::string& outputs_dir, int threads, int repeat) {
   if (outputs_dir.empty()) return fail(invalid_argument("--outputs-dir is required with --input"));
   std::map<std::string, ir::Tensor> feed;
   for (const std::string& spec : inputs) {
@@ -49,6 +52,19 @@ int run_eval_tensors(const std::string& engine, const std::vector<std::string>& 
     if (!st) return fail(st);
     std::printf("%s: %s %s -> %s\n", name.c_str(), std::string(ir::dtype_name(t.dtype())).c_str(),
                 ir::shape_to_string(t.shape()).c_str(), path.c_str());
+  }
+  if (repeat > 0) {
+    double total = 0.0, best = 0.0;
+    for (int i = 0; i < repeat; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto again = (*runner)->run(feed);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (!again) return fail(again.status());
+      total += ms;
+      best = i == 0 ? ms : std::min(best, ms);
+    }
+    std::printf("latency over %d runs: mean %.2f ms, best %.2f ms (%d threads)\n", repeat, total / repeat, best,
+                cpu::cpu_threads());
   }
   return 0;
 }

@@ -29,9 +29,10 @@ CommandFn add_tokenize_command(CLI::App& app);
 
 CommandFn add_check_command(CLI::App& app);
 
-// `kiln eval` of a general (ONNX) engine: inputs "NAME=FILE.npy", outputs DIR/NAME.npy.
+// `kiln eval` of a general (ONNX) engine: inputs "NAME=FILE.npy", outputs DIR/NAME.npy; `repeat`
+// more runs are timed.
 int run_eval_tensors(const std::string& engine, const std::vector<std::string>& inputs,
-                     const std::string& outputs_dir, int threads);
+                     const std::string& outputs_dir, int threads, int repeat = 0);
 
 // Prints "kiln: <message>" to stderr and returns 1.
 int fail(const Status& status);

@@ -1,0 +1,64 @@
+// Shared pieces of the real-model checks: NumPy .npy files (f32, C order), a deterministic
+// input, ONNX Runtime (npm onnxruntime-node) as the reference, and running the kiln binary.
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+export const modelsDir = process.env.KILN_ONNX_MODELS_DIR ?? '';
+export const kilnBinary = process.env.KILN_BINARY ?? '';
+
+export function haveModels() {
+  return modelsDir !== '' && fs.existsSync(path.join(modelsDir, 'node_modules', 'onnxruntime-node'));
+}
+
+export function modelPath(name) {
+  return path.join(modelsDir, 'node_modules', '@gutenye', 'ocr-models', 'assets', name);
+}
+
+export function onnxRuntime() {
+  return createRequire(path.join(modelsDir, 'package.json'))('onnxruntime-node');
+}
+
+export function writeNpy(file, data, shape) {
+  let header = `{'descr': '<f4', 'fortran_order': False, 'shape': (${shape.join(', ')}${shape.length === 1 ? ',' : ''}), }`;
+  while ((10 + header.length + 1) % 64 !== 0) header += ' ';
+  header += '\n';
+  const pre = Buffer.alloc(10);
+  pre.write('\x93NUMPY', 0, 'latin1');
+  pre[6] = 1;
+  pre.writeUInt16LE(header.length, 8);
+  fs.writeFileSync(file, Buffer.concat([pre, Buffer.from(header, 'latin1'), Buffer.from(data.buffer, data.byteOffset, data.byteLength)]));
+}
+
+export function readNpy(file) {
+  const b = fs.readFileSync(file);
+  const len = b.readUInt16LE(8);
+  const header = b.subarray(10, 10 + len).toString('latin1');
+  if (!header.includes("'<f4'")) throw new Error(`${file}: not f32`);
+  const shape = header.match(/\(([^)]*)\)/)[1].split(',').filter((s) => s.trim() !== '').map(Number);
+  const bytes = b.subarray(10 + len);
+  return { data: new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length)), shape };
+}
+
+// Values in [-1, 1) from a fixed linear congruential sequence (the models' normalised pixel range).
+export function deterministicInput(shape, seed = 12345) {
+  const n = shape.reduce((a, b) => a * b, 1);
+  const data = new Float32Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < n; ++i) {
+    s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+    data[i] = (s >>> 8) / 16777216 * 2 - 1;
+  }
+  return data;
+}
+
+// Runs kiln with `args`; returns { status, out } (stdout and stderr together).
+export function kiln(args) {
+  const r = spawnSync(kilnBinary, args, { encoding: 'utf8' });
+  return { status: r.status, out: (r.stdout ?? '') + (r.stderr ?? '') };
+}
+
+export function kilnOk(args) {
+  return execFileSync(kilnBinary, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+}
