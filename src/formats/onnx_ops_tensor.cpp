@@ -1,7 +1,8 @@
 // ONNX data-movement ops: Constant, Reshape, Flatten, Transpose, Squeeze / Unsqueeze, Concat,
 // Split, Slice, Gather*, Expand, Tile, Shape, Size, ConstantOfShape, Range, Pad, Trilu, OneHot,
 // DepthToSpace / SpaceToDepth, EyeLike, NonZero, Dropout (inference: a copy and an all-true mask),
-// ScatterElements / ScatterND (Scatter, opsets 9-10, is ScatterElements), Compress.
+// ScatterElements / ScatterND (Scatter, opsets 9-10, is ScatterElements), Compress, Unique
+// (indices, inverse indices and counts are i64), Einsum.
 // Opset rewrites into the latest form:
 //   Constant                      -> a weight, copied to the output by Identity.
 //   Reshape (< 5) shape attribute, Squeeze / Unsqueeze (< 13) axes, Split (< 13) split,
@@ -165,6 +166,23 @@ Status scatter(const OnnxNode& node, OnnxEmitter& out) {
   return Status::ok();
 }
 
+Status unique(const OnnxNode& node, OnnxEmitter& out) {
+  KILN_ASSIGN_OR_RETURN(int64_t sorted, node.int_in("sorted", 1, 0, 1));
+  for (size_t i = 1; i < node.outputs.size(); ++i) out.graph().value(node.outputs[i]).dtype = ir::DType::kI64;
+  std::map<std::string, ir::Attr> attrs = {{"sorted", sorted}};
+  if (node.attrs.count("axis")) attrs["axis"] = node.attr_int("axis", 0);
+  out.add("Unique", node.name, node.inputs, node.outputs, attrs);
+  return Status::ok();
+}
+
+Status einsum(const OnnxNode& node, OnnxEmitter& out) {
+  auto it = node.attrs.find("equation");
+  const auto* equation = it == node.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+  if (equation == nullptr || equation->empty()) return node.error("attribute 'equation' (a string) is required");
+  out.add("Einsum", node.name, node.inputs, node.outputs, {{"equation", *equation}});
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_onnx_tensor_ops(OnnxTranslatorTable& table) {
@@ -191,6 +209,8 @@ void register_onnx_tensor_ops(OnnxTranslatorTable& table) {
   table["ScatterElements"] = scatter;
   table["ScatterND"] = scatter;
   table["Compress"] = same;
+  table["Unique"] = unique;
+  table["Einsum"] = einsum;
 }
 
 }  // namespace kiln::formats

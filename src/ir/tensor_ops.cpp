@@ -72,6 +72,8 @@ std::vector<OpInfo> make_registry() {
   ops.push_back(tensor_op("DequantizeLinear", 2, 3));
   ops.push_back(tensor_op("DynamicQuantizeLinear", 1, 1, 3, 3));
   ops.push_back(tensor_op("Resize", 1, 4));
+  ops.push_back(tensor_op("Einsum", 1, kMany));
+  ops.push_back(tensor_op("Unique", 1, 1, 1, 4));
   return ops;
 }
 

@@ -15,6 +15,7 @@ TensorKernel tensor_kernel(const std::string& op) {
     register_tensor_signal_kernels(t);
     register_tensor_quantize_kernels(t);
     register_tensor_resize_kernels(t);
+    register_tensor_einsum_kernels(t);
     return t;
   }();
   auto it = table.find(op);

@@ -49,5 +49,6 @@ void register_tensor_scatter_kernels(TensorKernelTable& table);
 void register_tensor_signal_kernels(TensorKernelTable& table);
 void register_tensor_quantize_kernels(TensorKernelTable& table);
 void register_tensor_resize_kernels(TensorKernelTable& table);
+void register_tensor_einsum_kernels(TensorKernelTable& table);
 
 }  // namespace kiln::cpu

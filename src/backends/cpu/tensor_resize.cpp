@@ -187,6 +187,13 @@ Status resize(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& ou
     const double end = roi != nullptr ? ir::tensor_get_f64(*roi, static_cast<int64_t>(rank + d)) : 1.0;
     tables.push_back(axis_table(m, in_len, out_len, scale, start, end));
   }
+  int64_t total = 1;
+  for (const AxisTable& t : tables) {
+    if (t.out_len != 0 && total > (int64_t{1} << 32) / t.out_len) {
+      return tensor_error(n, "the output would have more than 2^32 elements");
+    }
+    total *= t.out_len;
+  }
   Shape shape = x.shape();
   std::vector<double> v = ir::tensor_to_f64(x);
   for (size_t d = 0; d < rank; ++d) {

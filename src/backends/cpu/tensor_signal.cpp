@@ -17,7 +17,7 @@ using ir::Tensor;
 Status window(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
   if (in[0]->numel() != 1) return tensor_error(n, "size must be a scalar");
   const int64_t size = ir::tensor_get_i64(*in[0], 0);
-  if (size < 0) return tensor_error(n, "size " + std::to_string(size) + " is negative");
+  if (size < 0 || size > (int64_t{1} << 32)) return tensor_error(n, "size " + std::to_string(size) + " is out of range");
   const auto dtype = ir::dtype_from_name(n.attr_str("dtype", "f32"));
   if (!dtype) return tensor_error(n, "unknown output dtype");
   const double N = n.attr_int("periodic", 1) != 0 ? static_cast<double>(size) : static_cast<double>(size - 1);
