@@ -1,6 +1,6 @@
 // ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, the global
 // pools, and the normalisations (BatchNormalization in inference mode, InstanceNormalization,
-// LayerNormalization, LRN, MeanVarianceNormalization), Det, and Resize (Upsample and opset-10
+// LayerNormalization, LRN, MeanVarianceNormalization), Det, GridSample (4-D), and Resize (Upsample and opset-10
 // Resize become Resize with asymmetric coordinates and floor rounding). Attributes are checked here, once, so that
 // a kernel can trust them: transA/transB, ceil_mode, count_include_pad and friends are 0 or 1,
 // auto_pad is one of ONNX's four values, group divides nothing it should not.
@@ -107,6 +107,15 @@ Status resize(const OnnxNode& node, OnnxEmitter& out) {
   return Status::ok();
 }
 
+Status grid_sample(const OnnxNode& node, OnnxEmitter& out) {
+  KILN_ASSIGN_OR_RETURN(std::string mode, node.string_in("mode", "bilinear", {"bilinear", "nearest", "bicubic"}));
+  KILN_ASSIGN_OR_RETURN(std::string pad, node.string_in("padding_mode", "zeros", {"zeros", "border", "reflection"}));
+  KILN_ASSIGN_OR_RETURN(int64_t corners, node.int_in("align_corners", 0, 0, 1));
+  out.add("GridSample", node.name, node.inputs, node.outputs,
+          {{"mode", mode}, {"padding_mode", pad}, {"align_corners", corners}});
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_onnx_nn_ops(OnnxTranslatorTable& table) {
@@ -120,6 +129,7 @@ void register_onnx_nn_ops(OnnxTranslatorTable& table) {
   table["LayerNormalization"] = layer_norm;
   table["Resize"] = resize;
   table["Upsample"] = resize;
+  table["GridSample"] = grid_sample;
 }
 
 }  // namespace kiln::formats

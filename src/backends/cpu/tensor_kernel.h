@@ -50,5 +50,6 @@ void register_tensor_signal_kernels(TensorKernelTable& table);
 void register_tensor_quantize_kernels(TensorKernelTable& table);
 void register_tensor_resize_kernels(TensorKernelTable& table);
 void register_tensor_einsum_kernels(TensorKernelTable& table);
+void register_tensor_grid_sample_kernels(TensorKernelTable& table);
 
 }  // namespace kiln::cpu
