@@ -1,6 +1,6 @@
 // ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, the global
 // pools, and the normalisations (BatchNormalization in inference mode, InstanceNormalization,
-// LayerNormalization, LRN, MeanVarianceNormalization), Det, GridSample (4-D), and Resize (Upsample and opset-10
+// LayerNormalization, LRN, MeanVarianceNormalization), Det, GridSample (4-D), NonMaxSuppression, and Resize (Upsample and opset-10
 // Resize become Resize with asymmetric coordinates and floor rounding). Attributes are checked here, once, so that
 // a kernel can trust them: transA/transB, ceil_mode, count_include_pad and friends are 0 or 1,
 // auto_pad is one of ONNX's four values, group divides nothing it should not.
@@ -116,6 +116,13 @@ Status grid_sample(const OnnxNode& node, OnnxEmitter& out) {
   return Status::ok();
 }
 
+Status non_max_suppression(const OnnxNode& node, OnnxEmitter& out) {
+  KILN_ASSIGN_OR_RETURN(int64_t center, node.int_in("center_point_box", 0, 0, 1));
+  out.graph().value(node.outputs[0]).dtype = ir::DType::kI64;
+  out.add("NonMaxSuppression", node.name, node.inputs, node.outputs, {{"center_point_box", center}});
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_onnx_nn_ops(OnnxTranslatorTable& table) {
@@ -130,6 +137,7 @@ void register_onnx_nn_ops(OnnxTranslatorTable& table) {
   table["Resize"] = resize;
   table["Upsample"] = resize;
   table["GridSample"] = grid_sample;
+  table["NonMaxSuppression"] = non_max_suppression;
 }
 
 }  // namespace kiln::formats
