@@ -1,6 +1,6 @@
 // ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, the global
 // pools, and the normalisations (BatchNormalization in inference mode, InstanceNormalization,
-// LayerNormalization, LRN, MeanVarianceNormalization), Det, GridSample (4-D), NonMaxSuppression, and Resize (Upsample and opset-10
+// LayerNormalization, LRN, MeanVarianceNormalization), Det, GridSample (4-D), NonMaxSuppression, ConvInteger / MatMulInteger (i32 results), and Resize (Upsample and opset-10
 // Resize become Resize with asymmetric coordinates and floor rounding). Attributes are checked here, once, so that
 // a kernel can trust them: transA/transB, ceil_mode, count_include_pad and friends are 0 or 1,
 // auto_pad is one of ONNX's four values, group divides nothing it should not.
@@ -123,6 +123,13 @@ Status non_max_suppression(const OnnxNode& node, OnnxEmitter& out) {
   return Status::ok();
 }
 
+Status integer_product(const OnnxNode& node, OnnxEmitter& out) {
+  out.graph().value(node.outputs[0]).dtype = ir::DType::kI32;
+  if (node.op_type == "ConvInteger") return conv_like(node, out);
+  out.add_same(node);
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_onnx_nn_ops(OnnxTranslatorTable& table) {
@@ -138,6 +145,8 @@ void register_onnx_nn_ops(OnnxTranslatorTable& table) {
   table["Upsample"] = resize;
   table["GridSample"] = grid_sample;
   table["NonMaxSuppression"] = non_max_suppression;
+  table["ConvInteger"] = integer_product;
+  table["MatMulInteger"] = integer_product;
 }
 
 }  // namespace kiln::formats

@@ -76,6 +76,8 @@ std::vector<OpInfo> make_registry() {
   ops.push_back(tensor_op("Unique", 1, 1, 1, 4));
   ops.push_back(tensor_op("GridSample", 2, 2));
   ops.push_back(tensor_op("NonMaxSuppression", 2, 5));
+  ops.push_back(tensor_op("ConvInteger", 2, 4));
+  ops.push_back(tensor_op("MatMulInteger", 2, 4));
   return ops;
 }
 
