@@ -19,7 +19,14 @@ inline constexpr int64_t kGemvMaxRows = 8;  // m < this
 bool gemv_supports(ir::WeightFormat format);
 
 // x: [m, k]; w: [n, k] in `format`; bias: [n] or nullptr; y: [m, n]. 1 <= m < kGemvMaxRows.
+// depth: 16-byte loads in flight per lane, 4 or 8 (the "gemv" and "gemv_deep" kernels).
 void launch_gemv(ir::WeightFormat format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,
-                 const float* bias, float* y, cudaStream_t stream);
+                 const float* bias, float* y, cudaStream_t stream, int depth = 4);
+
+// SwiGLU in the product's epilogue: w: [2n, k] = [gate rows | up rows], bias: [2n] or nullptr,
+// y: [m, n] = silu(x · gate^T + bias_gate) * (x · up^T + bias_up), as launch_gemv followed by
+// launch_silu_mul computes it, without the [m, 2n] intermediate or the second launch.
+void launch_gemv_silu_mul(ir::WeightFormat format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,
+                          const float* bias, float* y, cudaStream_t stream, int depth = 4);
 
 }  // namespace kiln::cuda
