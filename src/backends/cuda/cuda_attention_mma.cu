@@ -26,6 +26,7 @@ constexpr int kKeys = 64;                  // four 16-key fragments
 constexpr int kMaxDim = 128;
 constexpr int kPadH = 8;  // halves of padding per shared row (bank spread; keeps 16-byte rows)
 constexpr int kPadF = 4;  // floats of padding per shared row
+constexpr int kBatch = 8;  // K and V float4 loads in flight per thread
 
 struct Layout {
   int dh, df;  // row strides: halves (Q, K, V), floats (O)
@@ -105,22 +106,36 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const float* q,
 
   for (int kt = kv_lo; kt <= kv_hi; kt += kKeys) {
     __syncthreads();  // the last tile's K, V, P are consumed; Q, O, stats written (first time)
-    for (int idx = threadIdx.x; idx < kKeys * d4; idx += kThreads) {
-      const int j = idx / d4, c = idx - j * d4;
-      const int kp = kt + j;
-      float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
-      if (kp <= kv_hi) {
-        const int64_t off = (static_cast<int64_t>(table[kp / cache.block_size]) * cache.block_size +
-                             kp % cache.block_size) * kv_row + static_cast<int64_t>(kv_head) * d;
-        kv = reinterpret_cast<const float4*>(cache.k + off)[c];
-        vv = reinterpret_cast<const float4*>(cache.v + off)[c];
+    // kBatch float4 of K and of V in flight per thread before any is stored: the stores to
+    // shared memory would otherwise wait for each load in turn.
+    for (int base = threadIdx.x; base < kKeys * d4; base += kThreads * kBatch) {
+      float4 kr[kBatch], vr[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int idx = base + b * kThreads;
+        const int j = idx / d4, c = idx - j * d4;
+        const int kp = kt + j;
+        kr[b] = make_float4(0.f, 0.f, 0.f, 0.f);
+        vr[b] = kr[b];
+        if (idx < kKeys * d4 && kp <= kv_hi) {
+          const int64_t off = (static_cast<int64_t>(table[kp / cache.block_size]) * cache.block_size +
+                               kp % cache.block_size) * kv_row + static_cast<int64_t>(kv_head) * d;
+          kr[b] = __ldg(reinterpret_cast<const float4*>(cache.k + off) + c);
+          vr[b] = __ldg(reinterpret_cast<const float4*>(cache.v + off) + c);
+        }
       }
-      __half2* kd = reinterpret_cast<__half2*>(ks + j * L.dh + 4 * c);
-      kd[0] = __floats2half2_rn(kv.x, kv.y);
-      kd[1] = __floats2half2_rn(kv.z, kv.w);
-      __half2* vd = reinterpret_cast<__half2*>(vs + j * L.dh + 4 * c);
-      vd[0] = __floats2half2_rn(vv.x, vv.y);
-      vd[1] = __floats2half2_rn(vv.z, vv.w);
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int idx = base + b * kThreads;
+        if (idx >= kKeys * d4) break;
+        const int j = idx / d4, c = idx - j * d4;
+        __half2* kd = reinterpret_cast<__half2*>(ks + j * L.dh + 4 * c);
+        kd[0] = __floats2half2_rn(kr[b].x, kr[b].y);
+        kd[1] = __floats2half2_rn(kr[b].z, kr[b].w);
+        __half2* vd = reinterpret_cast<__half2*>(vs + j * L.dh + 4 * c);
+        vd[0] = __floats2half2_rn(vr[b].x, vr[b].y);
+        vd[1] = __floats2half2_rn(vr[b].z, vr[b].w);
+      }
     }
     __syncthreads();
 

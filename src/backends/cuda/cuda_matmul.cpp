@@ -10,7 +10,6 @@ using A = CudaMatmulAlgo;
 
 constexpr CudaMatmulKernel kKernels[] = {
     {"f32.cuda.gemv", F::kF32, A::kGemv},
-    {"f32.cuda.gemv_deep", F::kF32, A::kGemvDeep},
     {"f32.cuda.sgemm", F::kF32, A::kGemmSplit},
     {"f16.cuda.gemv", F::kF16, A::kGemv},
     {"f16.cuda.gemv_deep", F::kF16, A::kGemvDeep},

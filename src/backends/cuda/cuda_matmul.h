@@ -2,7 +2,8 @@
 // matmul node as kernel_decode / kernel_prefill, like the CPU's). Names read
 // "<format>.cuda.<algorithm>":
 //   gemv        decode steps (m < 8): one warp per weight row, fp32 activations (cuda_gemv.h);
-//   gemv_deep   the same with twice the loads in flight per lane (8): timing picks it per shape;
+//   gemv_deep   f16/bf16: the same with twice the loads in flight per lane (8) in batch-1 steps:
+//               timing picks it per shape;
 //   sgemm       f32 weights, cuBLAS SGEMM;
 //   gemm_split  f16/bf16 weights, cuBLAS tensor-core GEMMs over activations split into 2-3
 //               parts: fp32-accurate; listed first, so it is what an untimed build takes;

@@ -301,9 +301,11 @@ TEST(CudaMatmul, KernelListsSplitDecodeFromPrefill) {
   for (ir::WeightFormat f : {ir::WeightFormat::kF32, ir::WeightFormat::kF16, ir::WeightFormat::kBF16}) {
     const auto decode = cuda_matmul_kernels(f, 1);
     const auto prefill = cuda_matmul_kernels(f, 128);
-    ASSERT_EQ(decode.size(), 2u);
+    ASSERT_EQ(decode.size(), f == ir::WeightFormat::kF32 ? 1u : 2u);
     EXPECT_EQ(decode[0]->algo, CudaMatmulAlgo::kGemv) << "an untimed build takes the plain gemv";
-    EXPECT_EQ(decode[1]->algo, CudaMatmulAlgo::kGemvDeep);
+    if (decode.size() > 1) {
+      EXPECT_EQ(decode[1]->algo, CudaMatmulAlgo::kGemvDeep);
+    }
     ASSERT_FALSE(prefill.empty());
     EXPECT_EQ(prefill[0]->algo, CudaMatmulAlgo::kGemmSplit) << "an untimed build keeps fp32 activations";
     for (const auto* k : prefill) EXPECT_FALSE(cuda_matmul_kernel_is_gemv(*k)) << k->name;

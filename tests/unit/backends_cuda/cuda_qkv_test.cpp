@@ -23,10 +23,10 @@ struct QkvCase {
   bool dynamic;
 };
 
-void check_qkv(const QkvCase& c) {
-  const int block_size = 4, num_blocks = 32, stride = 8;
-  // Two sequences: 20 tokens from position 3, then 17 tokens from position 0.
-  const int64_t t = 37;
+void check_qkv(const QkvCase& c, int64_t t = 37) {
+  // Two sequences: 20 tokens from position 3, then t - 20 tokens from position 0. Long steps
+  // take several head groups per block.
+  const int block_size = 4, stride = static_cast<int>((t + 3) / block_size + 1), num_blocks = 2 * stride;
   std::vector<int32_t> positions(static_cast<size_t>(t)), token_seq(static_cast<size_t>(t));
   for (int64_t i = 0; i < t; ++i) {
     token_seq[static_cast<size_t>(i)] = i < 20 ? 0 : 1;
@@ -105,6 +105,8 @@ TEST(CudaQkv, SplitRopeAndStoreMatchCpu) {
   const QkvCase cases[] = {{4, 2, 24, 24, false}, {3, 3, 64, 32, false}, {8, 2, 128, 128, false},
                            {2, 1, 20, 12, true},  {5, 1, 256, 256, false}};
   for (const QkvCase& c : cases) check_qkv(c);
+  check_qkv({8, 2, 128, 128, false}, 2100);
+  check_qkv({4, 2, 20, 12, true}, 3000);
 }
 
 TEST(CudaQkv, ShapesItTakes) {
