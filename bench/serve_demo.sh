@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Serving figures on the demo model: kiln serve on loopback, driven by kiln bench serve at
 # concurrency 1, 16 and 64 with the same random prompts (128 tokens in, 128 out), then the
-# engine's own time against its model-step time from /metrics. Usage: bench/serve_demo.sh [THREADS]
+# engine's own time against its model-step time from /metrics, and the CPU time of the server's
+# network threads (HTTP, JSON, SSE; named kiln-http) against the same. Usage: bench/serve_demo.sh [THREADS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kiln=build/release/kiln
@@ -16,13 +17,21 @@ trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/v2/health/ready" >/dev/null && break; sleep 0.2; done
 lscpu | grep 'Model name'
 metric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 ~ "^"m"[{]" {print $2}'; }
+http_cpu() {  # CPU seconds (user + system) of the server's network threads so far
+  local ticks=0 t
+  for t in /proc/"$server"/task/*; do
+    [ "$(cat "$t/comm" 2>/dev/null)" = kiln-http ] && ticks=$((ticks + $(awk '{print $14 + $15}' "$t/stat")))
+  done
+  awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN { print t / hz }'
+}
 for c in 1 16 64; do
   n=$(( c == 1 ? 16 : 4 * c ))
-  step0=$(metric kiln_engine_step_seconds_total); over0=$(metric kiln_engine_overhead_seconds_total)
+  step0=$(metric kiln_engine_step_seconds_total); over0=$(metric kiln_engine_overhead_seconds_total); http0=$(http_cpu)
   "$kiln" bench serve --url "http://127.0.0.1:$port" --tokenizer "$engine" --max-concurrency "$c" \
       --num-prompts "$n" --random-input-len 128 --random-output-len 128 --json "/tmp/kiln_serve_demo_c$c.json" |
-    grep -E "Output token throughput|Request throughput|TTFT|TPOT" | sed "s/^/c=$c /" || true
-  step1=$(metric kiln_engine_step_seconds_total); over1=$(metric kiln_engine_overhead_seconds_total)
-  awk -v s0="$step0" -v s1="$step1" -v o0="$over0" -v o1="$over1" -v c="$c" \
-    'BEGIN { printf "c=%s engine overhead %.2f%% of model-step time\n", c, 100 * (o1 - o0) / (s1 - s0) }'
+    grep -iE "throughput|time to first token|time per output token" | sed "s/^/c=$c /" || true
+  step1=$(metric kiln_engine_step_seconds_total); over1=$(metric kiln_engine_overhead_seconds_total); http1=$(http_cpu)
+  awk -v s0="$step0" -v s1="$step1" -v o0="$over0" -v o1="$over1" -v h0="$http0" -v h1="$http1" -v c="$c" \
+    'BEGIN { printf "c=%s engine overhead %.2f%%, network threads %.2f%% of model-step time\n", c,
+             100 * (o1 - o0) / (s1 - s0), 100 * (h1 - h0) / (s1 - s0) }'
 done

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/thread_name.h"
+
 namespace kiln::server {
 namespace {
 
@@ -406,7 +408,10 @@ Status HttpServer::start() {
     if (!e && impl_->signal_fn) impl_->signal_fn(sig);
   });
   for (int i = 0; i < impl_->config.network_threads; ++i) {
-    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+    impl_->threads.emplace_back([this] {
+      set_current_thread_name("kiln-http");
+      impl_->ioc.run();
+    });
   }
   return Status::ok();
 }

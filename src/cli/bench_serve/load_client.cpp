@@ -92,7 +92,8 @@ class LoadRun {
   }
 
   // One request and its streamed response. A kept-alive connection the server has closed in the
-  // meantime fails before any response byte; the request is then sent once more on a new one.
+  // meantime (an idle timeout) fails before any response byte; the request is then sent once more
+  // on a new connection, never on another idle one, which may have been closed as well.
   awaitable<void> exchange(size_t i, RequestRecord& rec) {
     const BenchPrompt& prompt = (*prompts_)[i];
     auto body = request_body(config_.endpoint, config_.model, prompt);
@@ -113,7 +114,7 @@ class LoadRun {
     const Clock::time_point t0 = Clock::now();
     rec.send_s = seconds(t0 - start_);
     for (int attempt = 0;; ++attempt) {
-      const bool reused = !idle_.empty();
+      const bool reused = attempt == 0 && !idle_.empty();
       beast::tcp_stream stream = reused ? pop_idle() : beast::tcp_stream(ioc_);
       beast::error_code ec;
       if (!reused) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/thread_name.h"
 #include "llm/generation/sampling_params.h"
 #include "llm/scheduling/kv_block_manager.h"
 #include "llm/scheduling/scheduler.h"
@@ -156,7 +157,10 @@ Expected<std::unique_ptr<ServingEngine>> ServingEngine::create(runtime::Executor
   std::unique_ptr<ServingEngine> engine(new ServingEngine(std::move(impl)));
   Impl* m = engine->impl_.get();
   m->publish_stats();
-  m->thread = std::thread([m] { m->run(); });
+  m->thread = std::thread([m] {
+    set_current_thread_name("kiln-engine");
+    m->run();
+  });
   return engine;
 }
 

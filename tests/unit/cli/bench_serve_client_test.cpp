@@ -114,7 +114,9 @@ class LoopbackOpenAiServer {
       for (size_t pos = 0; pos < events.size() && !ec; pos += 37) write_chunk(socket, events.substr(pos, 37), ec);
       if (!ec) asio::write(socket, asio::buffer(std::string("0\r\n\r\n")), ec);
       --active_;
-      if (ec) return;
+      // "close": a whole kept-alive response, then the connection closes, as a server does to a
+      // connection that idled past its timeout.
+      if (ec || prompt == "close") return;
     }
   }
 
@@ -195,6 +197,19 @@ TEST(BenchServeClient, RefusedAndCutOffRequestsFailWithTheirReasons) {
   const BenchReport report = make_report(*result, Slo{});
   EXPECT_EQ(report.completed, 2);
   EXPECT_EQ(report.failed, 2);
+}
+
+TEST(BenchServeClient, ConnectionsTheServerClosedWhileIdleAreReplaced) {
+  LoopbackOpenAiServer server;
+  // Three streams at once leave three kept-alive connections that the server then closes; a
+  // request that comes later must not fail on them, however many of them it tries first.
+  const std::vector<BenchPrompt> prompts = {text_prompt("close", 3), text_prompt("close", 3),
+                                            text_prompt("close", 3), text_prompt("hello", 4)};
+  auto result = run_load(config_for(server), prompts, {0.0, 0.0, 0.0, 0.5}, [](int64_t, int64_t) {});
+  ASSERT_TRUE(result) << result.status().message();
+  for (const RequestRecord& r : result->records) EXPECT_TRUE(r.success) << r.error;
+  EXPECT_EQ(result->records[3].output_tokens, 4);
+  EXPECT_EQ(server.connections(), 4);
 }
 
 TEST(BenchServeClient, ModelFromTheModelsListAndClearErrorWithoutServer) {
