@@ -5,7 +5,8 @@
 #   - batch-1 decode tokens/s after a 128-token prompt (`kiln bench`, median of 3),
 #   - the time of one 2048-token prefill step (`kiln bench --prompt 2048`, median of 3),
 #   - output tokens/s of 64 requests of 128 + 128 tokens at once, and of OFFLINE_REQUESTS (256)
-#     such requests (`kiln bench --offline`); with PROFILE=1, the per-node profile of eager steps
+#     such requests (`kiln bench --offline`); with SERVE=1, kiln serve on the GPU driven by
+#     kiln bench serve at concurrency 1, 16 and 64; with PROFILE=1, the per-node profile of eager steps
 # and, with PEERS set to a folder of PyTorch peer scripts (eager transformers, torch.compile), runs them beside it in the
 # same call so that both see the same clocks. Writes $OUT/kiln_cuda.json (+ the peers' JSON).
 #
@@ -59,9 +60,24 @@ first_token_s=$(since "$t0")
 "$KILN" bench "$engine" --offline --batch 64 --prompt 128 --decode 128 --kv-cache-gib 24 | tee "$WORK/batch64.txt"
 "$KILN" bench "$engine" --offline --batch "${OFFLINE_REQUESTS:-256}" --prompt 128 --decode 128 --kv-cache-gib 72 |
   tee "$WORK/offline.txt"
+if [ "${SERVE:-0}" = 1 ]; then  # kiln serve on the GPU (KV cache from --gpu-memory-fraction), kiln bench serve on loopback
+  "$KILN" serve "$engine" --port 8391 --gpu-memory-fraction 0.9 --max-num-seqs 64 > "$WORK/serve.log" 2>&1 &
+  server=$!
+  for _ in $(seq 300); do curl -sf http://127.0.0.1:8391/v2/health/ready > /dev/null && break; sleep 0.2; done
+  head -n 2 "$WORK/serve.log"
+  for c in 1 16 64; do
+    "$KILN" bench serve --url http://127.0.0.1:8391 --tokenizer "$engine" --max-concurrency "$c" \
+      --num-prompts $((c == 1 ? 8 : 2 * c)) --random-input-len 128 --random-output-len 128 \
+      --json "$OUT/kiln_cuda_serve_c$c.json" | grep -iE "throughput|time to first token|time per output token" |
+      sed "s/^/c=$c /" || true
+  done
+  kill "$server"; wait "$server" 2> /dev/null || true
+fi
 if [ "${PROFILE:-0}" = 1 ]; then  # the per-node profile of eager decode and prefill steps
   KILN_CUDA_PROFILE=1 "$KILN" bench "$engine" --prompt 128 --decode 64 --repeat 1 > "$WORK/profile.txt" 2>&1
   KILN_CUDA_PROFILE=1 "$KILN" bench "$engine" --prompt 2048 --decode 1 --repeat 3 >> "$WORK/profile.txt" 2>&1
+  KILN_CUDA_PROFILE=1 "$KILN" bench "$engine" --offline --batch 64 --prompt 128 --decode 32 --kv-cache-gib 8 \
+    >> "$WORK/profile.txt" 2>&1
   cp "$WORK/profile.txt" "$OUT/kiln_cuda_profile.txt"
 fi
 
