@@ -4,6 +4,9 @@
 #   - load to first token (`kiln eval` of one token, wall clock, engine in the page cache),
 #   - batch-1 decode tokens/s after a 128-token prompt (`kiln bench`, median of 3),
 #   - the time of one 2048-token prefill step (`kiln bench --prompt 2048`, median of 3),
+#   - output tokens/s of 64 requests of 128 + 128 tokens at once, and of OFFLINE_REQUESTS (256)
+#     such requests (`kiln bench --offline`); with SERVE=1, kiln serve on the GPU driven by
+#     kiln bench serve at concurrency 1, 16 and 64; with PROFILE=1, the per-node profile of eager steps
 # and, with PEERS set to a folder of PyTorch peer scripts (eager transformers, torch.compile), runs them beside it in the
 # same call so that both see the same clocks. Writes $OUT/kiln_cuda.json (+ the peers' JSON).
 #
@@ -27,6 +30,22 @@ if [ ! -f "$ckpt/config.json" ]; then
   "$KILN" random-checkpoint llama-2-7b -o "$ckpt" --dtype float16
   echo "random checkpoint: $(since "$t0") s"
 fi
+if [ ! -f "$ckpt/tokenizer.json" ]; then
+  # The serving engine (--offline) detokenizes what it generates: give the random checkpoint the
+  # demo model's BPE tokenizer, its vocabulary padded with unused entries to the model's size.
+  python3 - "$ckpt" "${TOKENIZER:-models/demo/tokenizer.json}" <<'PY'
+import json, sys
+ckpt, src = sys.argv[1], sys.argv[2]
+n = json.load(open(f"{ckpt}/config.json"))["vocab_size"]
+t = json.load(open(src))
+vocab = t["model"]["vocab"]
+i = 0
+while len(vocab) < n:
+    vocab.setdefault(f"<unused_{i}>", len(vocab))
+    i += 1
+json.dump(t, open(f"{ckpt}/tokenizer.json", "w"))
+PY
+fi
 t0=$(now)
 "$KILN" build "$ckpt" -o "$engine" --target cuda --dtype fp16 --max-batch-tokens 2048 2>&1 | tail -n 2
 build_s=$(since "$t0")
@@ -35,6 +54,32 @@ t0=$(now)
 first_token_s=$(since "$t0")
 "$KILN" bench "$engine" --prompt 128 --decode 128 --repeat 3 | tee "$WORK/decode.txt"
 "$KILN" bench "$engine" --prompt 2048 --decode 8 --repeat 3 | tee "$WORK/prefill.txt"
+# Batch 64 (64 requests of 128 + 128 tokens at once: decode-bound) and offline throughput
+# (OFFLINE_REQUESTS requests of 128 + 128, the serving engine batching up to that many), each
+# through the serving engine with a KV pool large enough that nothing is preempted.
+"$KILN" bench "$engine" --offline --batch 64 --prompt 128 --decode 128 --kv-cache-gib 24 | tee "$WORK/batch64.txt"
+"$KILN" bench "$engine" --offline --batch "${OFFLINE_REQUESTS:-256}" --prompt 128 --decode 128 --kv-cache-gib 72 |
+  tee "$WORK/offline.txt"
+if [ "${SERVE:-0}" = 1 ]; then  # kiln serve on the GPU (KV cache from --gpu-memory-fraction), kiln bench serve on loopback
+  "$KILN" serve "$engine" --port 8391 --gpu-memory-fraction 0.9 --max-num-seqs 64 > "$WORK/serve.log" 2>&1 &
+  server=$!
+  for _ in $(seq 300); do curl -sf http://127.0.0.1:8391/v2/health/ready > /dev/null && break; sleep 0.2; done
+  head -n 2 "$WORK/serve.log"
+  for c in 1 16 64; do
+    "$KILN" bench serve --url http://127.0.0.1:8391 --tokenizer "$engine" --max-concurrency "$c" \
+      --num-prompts $((c == 1 ? 8 : 2 * c)) --random-input-len 128 --random-output-len 128 \
+      --json "$OUT/kiln_cuda_serve_c$c.json" | grep -iE "throughput|time to first token|time per output token" |
+      sed "s/^/c=$c /" || true
+  done
+  kill "$server"; wait "$server" 2> /dev/null || true
+fi
+if [ "${PROFILE:-0}" = 1 ]; then  # the per-node profile of eager decode and prefill steps
+  KILN_CUDA_PROFILE=1 "$KILN" bench "$engine" --prompt 128 --decode 64 --repeat 1 > "$WORK/profile.txt" 2>&1
+  KILN_CUDA_PROFILE=1 "$KILN" bench "$engine" --prompt 2048 --decode 1 --repeat 3 >> "$WORK/profile.txt" 2>&1
+  KILN_CUDA_PROFILE=1 "$KILN" bench "$engine" --offline --batch 64 --prompt 128 --decode 32 --kv-cache-gib 8 \
+    >> "$WORK/profile.txt" 2>&1
+  cp "$WORK/profile.txt" "$OUT/kiln_cuda_profile.txt"
+fi
 
 python3 - "$WORK" "$OUT" "$build_s" "$first_token_s" <<'PY'
 import json, re, subprocess, sys, datetime
@@ -55,6 +100,12 @@ res = {
     "weights_MB_per_token": grab(f"{work}/decode.txt", "weights"),
     "copy_bandwidth_GB_s": grab(f"{work}/decode.txt", "memory"),
 }
+for name in ("batch64", "offline"):
+    text = open(f"{work}/{name}.txt").read()
+    res[f"{name}_output_tok_s"] = float(re.search(r"^output\s+([0-9.]+)", text, re.M).group(1))
+    res[f"{name}_requests"] = int(re.search(r"^serving\s+([0-9]+) requests", text, re.M).group(1))
+    res[f"{name}_step_ms"] = float(re.search(r"mean ([0-9.]+) ms in the model", text).group(1))
+    res[f"{name}_preemptions"] = int(re.search(r"^preemptions ([0-9]+)", text, re.M).group(1))
 res["prefill_2048_ms"] = 2048 / res["prefill_2048_tok_s"] * 1e3
 res["bandwidth_limit_tok_s"] = res["copy_bandwidth_GB_s"] * 1e3 / res["weights_MB_per_token"]
 res["decode_share_of_limit"] = res["decode_bs1_after_128_tok_s"] / res["bandwidth_limit_tok_s"]

@@ -40,6 +40,7 @@ struct BenchArgs {
   int threads = 0;
   bool offline = false;
   int64_t batch = 1;
+  double kv_cache_gib = 0.0;  // --offline: KV pool size; 0 = the serving engine's default
 };
 
 double median(std::vector<double> v) {
@@ -141,6 +142,7 @@ int run_offline_bench(const BenchArgs& a) {
   if (!tokenizer) return fail(tokenizer.status());
   llm::ServingOptions options;
   options.max_num_seqs = a.batch;
+  options.kv_cache_bytes = static_cast<uint64_t>(a.kv_cache_gib * 1073741824.0);
   options.on_engine_thread_start = [threads = a.threads] { cpu::cpu_set_threads(threads); };
   auto engine = llm::ServingEngine::create(*session->executor, **tokenizer, {}, options);
   if (!engine) return fail(engine.status());
@@ -256,6 +258,8 @@ CommandFn add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
   cmd->add_flag("--offline", args->offline, "serve --batch requests through the serving engine (no HTTP)");
   cmd->add_option("--batch", args->batch, "requests submitted at once (--offline)")->capture_default_str();
+  cmd->add_option("--kv-cache-gib", args->kv_cache_gib,
+                  "KV pool in GiB (--offline; default: the serving engine's, at most 1 GiB)");
   return [args] { return run_bench(*args); };
 }
 

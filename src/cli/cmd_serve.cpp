@@ -14,6 +14,9 @@
 #include <sstream>
 
 #include "backends/cpu/cpu_tuner.h"
+#if KILN_HAVE_CUDA
+#include "backends/cuda/cuda_device.h"
+#endif
 #include "cli/commands.h"
 #include "engine/engine_builder.h"
 #include "llm/serving/engine.h"
@@ -30,6 +33,7 @@ namespace fs = std::filesystem;
 struct ServeArgs {
   std::string engine, host = "127.0.0.1", api_key, api_key_file, served_model_name, kv_cache_memory, chat_template;
   int port = 8000, threads = 0;
+  double gpu_memory_fraction = 0.0;  // 0: not given
   int64_t max_num_seqs = 64, max_batch_tokens = 0, max_queue = 256;
   bool log_prompts = false, no_prefix_caching = false;
   double shutdown_grace = 30, request_timeout = 30;
@@ -37,6 +41,30 @@ struct ServeArgs {
 };
 
 // "512MiB", "1GiB", "64MB", "1048576".
+// The KV pool for --gpu-memory-fraction: what the share `fraction` of the GPU's memory leaves
+// once the weights, activations and scratch of the loaded engine are on it.
+Expected<uint64_t> gpu_kv_cache_bytes(const runtime::LoadedModel& model, double fraction, bool kv_memory_given) {
+  if (kv_memory_given) return invalid_argument("give --gpu-memory-fraction or --kv-cache-memory, not both");
+  if (!(fraction > 0.0 && fraction <= 1.0)) return invalid_argument("--gpu-memory-fraction must be in (0, 1]");
+  const std::string& target = model.file().header().target;
+  if (target.rfind("cuda-", 0) != 0) {
+    return invalid_argument("--gpu-memory-fraction sizes the KV cache of a cuda engine; this engine runs on " + target +
+                            " (use --kv-cache-memory)");
+  }
+#if KILN_HAVE_CUDA
+  KILN_ASSIGN_OR_RETURN(cuda::CudaMemoryInfo mem, cuda::cuda_memory_info(0));
+  const double keep_free = (1.0 - fraction) * static_cast<double>(mem.total);
+  if (static_cast<double>(mem.free) <= keep_free) {
+    return invalid_argument("--gpu-memory-fraction " + std::to_string(fraction) + " leaves no room for a KV cache: " +
+                            std::to_string(mem.free >> 20) + " MiB of " + std::to_string(mem.total >> 20) +
+                            " MiB are free with the engine loaded");
+  }
+  return static_cast<uint64_t>(static_cast<double>(mem.free) - keep_free);
+#else
+  return invalid_argument("this kiln has no CUDA backend (configure it with -DKILN_CUDA=ON)");
+#endif
+}
+
 Expected<uint64_t> parse_size(const std::string& text) {
   size_t used = 0;
   double v = 0;
@@ -161,12 +189,16 @@ int run_serve(ServeArgs a) {
     if (!p) return fail(p.status());
     engine_path = *p;
   }
-  cpu::cpu_set_threads(a.threads);
-  auto model = runtime::LoadedModel::load(engine_path);
-  if (!model) return fail(model.status());
-  cpu::CpuBackend backend;
-  auto executor = runtime::Executor::create(**model, backend);
-  if (!executor) return fail(executor.status());
+  // The backend the engine's target names, as for kiln run and bench (cuda-*: the GPU).
+  auto session = open_session(engine_path, a.threads, 1);
+  if (!session) return fail(session.status());
+  std::unique_ptr<runtime::LoadedModel>* model = &session->model;
+  std::unique_ptr<runtime::Executor>* executor = &session->executor;
+  if (a.gpu_memory_fraction != 0.0) {
+    auto bytes = gpu_kv_cache_bytes(**model, a.gpu_memory_fraction, !a.kv_cache_memory.empty());
+    if (!bytes) return fail(bytes.status());
+    options.kv_cache_bytes = *bytes;
+  }
   if (options.max_batch_tokens > (*executor)->max_tokens()) {
     return fail(invalid_argument("--max-batch-tokens " + std::to_string(options.max_batch_tokens) + " exceeds the engine's " +
                                  std::to_string((*executor)->max_tokens()) + " (set at kiln build)"));
@@ -232,6 +264,9 @@ CommandFn add_serve_command(CLI::App& app) {
   cmd->add_option("--served-model-name", args->served_model_name, "the model name clients use (default: the engine's file name)");
   cmd->add_option("--max-num-seqs", args->max_num_seqs, "sequences in one step at most")->capture_default_str();
   cmd->add_option("--max-batch-tokens", args->max_batch_tokens, "tokens in one step at most (0: the engine's limit)");
+  cmd->add_option("--gpu-memory-fraction", args->gpu_memory_fraction,
+                  "cuda engines: the share of the GPU's memory kiln may hold; the KV cache takes what the weights "
+                  "and activations leave of it (e.g. 0.9)");
   cmd->add_option("--kv-cache-memory", args->kv_cache_memory, "KV cache size, e.g. 512MiB (default: enough for max-num-seqs full sequences, at most 1 GiB)");
   cmd->add_option("--max-queue", args->max_queue, "waiting requests at most; more get 429")->capture_default_str();
   cmd->add_option("--threads", args->threads, "compute threads (default: all cores)");

@@ -13,7 +13,9 @@
 //   launch_attention_tiles  one thread block per (tile of up to kAttentionTileRows consecutive
 //                           query rows of one sequence, head), keys staged through shared
 //                           memory in tiles with an online softmax: prefill; needs head_dim % 4
-//                           == 0 and <= 256.
+//                           == 0 and <= 256;
+//   launch_attention_mma    the same tiles on tensor cores (fp16 products): prefill of
+//                           half-precision engines.
 // Cache layout per layer, k and v alike: [num_blocks, block_size, num_kv_heads, head_dim] fp32.
 // All pointers are device memory; the caller (CudaBackend) owns them. Kernels never read cache
 // blocks outside the tables they are given.
@@ -80,6 +82,14 @@ bool attention_split_supported(int head_dim);
 size_t attention_split_partial_floats(int64_t t, int num_heads, int head_dim, int splits);
 void launch_attention_split(const float* q, int64_t t, StepTokens tokens, const AttentionShape& shape, PagedKv cache,
                             int splits, float* partial, float* out, cudaStream_t stream);
+
+// Prefill tiles on tensor cores (cuda_attention_mma.cu): q, k, v and the softmax numerators
+// rounded to fp16, fp32 accumulation and softmax; for head_dim % 32 == 0, <= 128. The backend
+// takes it for engines whose weights are fp16 or bf16.
+bool attention_mma_supported(int head_dim);
+Status attention_mma_init();  // called by attention_init
+void launch_attention_mma(const float* q, const AttentionTile* tiles, int64_t num_tiles, StepTokens tokens,
+                          const AttentionShape& shape, PagedKv cache, float* out, cudaStream_t stream);
 
 // q, out: [t, num_heads * head_dim].
 void launch_attention_rows(const float* q, int64_t t, StepTokens tokens, const AttentionShape& shape, PagedKv cache,

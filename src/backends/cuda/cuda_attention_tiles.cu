@@ -176,7 +176,7 @@ Status attention_init() {
       cudaFuncSetAttribute(attention_tiles_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   KILN_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(attention_tiles_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  return Status::ok();
+  return attention_mma_init();
 }
 
 bool attention_tiles_supported(int head_dim) { return head_dim > 0 && head_dim % 4 == 0 && head_dim <= kMaxHeadDim; }

@@ -23,6 +23,7 @@
 #include "backends/cuda/cuda_gemv.h"
 #include "backends/cuda/cuda_matmul.h"
 #include "backends/cuda/cuda_norm.h"
+#include "backends/cuda/cuda_qkv.h"
 #include "backends/cuda/cuda_rope.h"
 #include "runtime/loaded_model.h"
 
@@ -151,12 +152,13 @@ struct CudaBackend::State {
   std::vector<std::string> node_names;
   std::vector<std::string> node_ops;  // what the profile groups by: op, matmul shape, fused pair
 
-  // KILN_CUDA_PROFILE=1: eager steps timed node by node with events; the totals per op go to
-  // stderr when the backend is destroyed.
+  // KILN_CUDA_PROFILE=1: eager steps timed node by node with events (all but the first of each
+  // kind); the totals per op go to stderr when the backend is destroyed.
   bool profile = false;
   std::vector<cudaEvent_t> profile_events;
   std::map<std::string, std::pair<double, int64_t>> profile_ms;  // op -> (ms, calls)
   std::map<std::string, std::pair<double, int64_t>> profile_steps;  // "decode"/"prefill" -> (ms, steps)
+  std::set<bool> profile_seen;  // kinds of step (decode or not) run once already
 
   bool graphs_enabled = true;
   int64_t graphs_captured = 0, graph_replays = 0;
@@ -177,6 +179,7 @@ struct CudaBackend::State {
 
   // Device address of an activation or weight.
   void* buffer(ir::ValueId id) const {
+    if (const auto it = moved.find(id); it != moved.end()) return it->second;
     const ir::Value& v = graph->value(id);
     if (v.is_weight) return weights.at<void>(weight_offset.at(v.name));
     if (producer_of_inputs.count(id) != 0) return step_dev.at<void>(input_offset.at(v.name));
@@ -198,6 +201,9 @@ struct CudaBackend::State {
   void print_profile() const;
   // Scratch for split decode attention, and the split count of a step of t rows.
   DeviceMemory attention_partial;
+  DeviceMemory swiglu_out;                 // SwiGLU outputs moved out of the arena (bind_nodes)
+  std::map<ir::ValueId, void*> moved;      // activations that live outside the arena
+  DeviceMemory rotated_q;  // queries written by launch_qkv_rope_store: [max_tokens, num_heads * head_dim]
   int64_t split_tokens = 0;  // steps of up to this many rows may split
   int attention_splits(int64_t t, int heads) const {
     if (t > split_tokens) return 1;
@@ -250,6 +256,72 @@ bool pairs_with_next_rope(const ir::Graph& g, size_t i) {
   return a.attr_str("type") == b.attr_str("type");
 }
 
+// How many nodes read each value.
+std::map<ir::ValueId, int> consumer_counts(const ir::Graph& g) {
+  std::map<ir::ValueId, int> counts;
+  for (const ir::Node& node : g.nodes()) {
+    for (ir::ValueId id : node.inputs) ++counts[id];
+  }
+  for (ir::ValueId id : g.outputs()) ++counts[id];
+  return counts;
+}
+
+// Whether node i is a matmul whose only reader is the next node, a silu_mul: the pair runs as
+// one launch_gemv_silu_mul in decode-sized steps.
+bool is_matmul_silu_mul(const ir::Graph& g, size_t i, const std::map<ir::ValueId, int>& consumers) {
+  if (i + 1 >= g.nodes().size()) return false;
+  const ir::Node& mm = g.nodes()[i];
+  const ir::Node& act = g.nodes()[i + 1];
+  if (mm.op != "matmul" || act.op != "silu_mul" || act.inputs[0] != mm.outputs[0]) return false;
+  const auto it = consumers.find(mm.outputs[0]);
+  return it != consumers.end() && it->second == 1 && g.weight(mm.inputs[1]).rows() % 2 == 0;
+}
+
+// Whether two activations' arena buffers overlap (the plan places values whose lifetimes do
+// not overlap in the same space).
+bool arena_overlap(const ir::Graph& g, ir::ValueId a, ir::ValueId b) {
+  const ir::Value& va = g.value(a);
+  const ir::Value& vb = g.value(b);
+  if (va.is_weight || vb.is_weight || va.arena_offset < 0 || vb.arena_offset < 0) return false;
+  const int64_t wa = va.shape.size() == 2 ? va.shape[1] : 1, wb = vb.shape.size() == 2 ? vb.shape[1] : 1;
+  return va.arena_offset < vb.arena_offset + wb && vb.arena_offset < va.arena_offset + wa;
+}
+
+// Whether node i is the split of a fused q/k/v product whose query and key parts only the next
+// two nodes, a rope pair, read, followed by the attention that takes the rotated q and k and the
+// split's v: the four run as one launch_qkv_rope_store and the attention without its cache store.
+bool is_qkv_rope_attention(const ir::Graph& g, size_t i, const std::map<ir::ValueId, int>& consumers) {
+  if (i + 3 >= g.nodes().size()) return false;
+  const ir::Node& split = g.nodes()[i];
+  const ir::Node& rq = g.nodes()[i + 1];
+  const ir::Node& rk = g.nodes()[i + 2];
+  const ir::Node& attn = g.nodes()[i + 3];
+  if (split.op != "split" || split.outputs.size() != 3 || rq.op != "rope" || attn.op != "attention") return false;
+  if (!pairs_with_next_rope(g, i + 1)) return false;
+  if (rq.inputs[0] != split.outputs[0] || rk.inputs[0] != split.outputs[1]) return false;
+  if (attn.inputs.size() != 3 || attn.inputs[0] != rq.outputs[0] || attn.inputs[1] != rk.outputs[0] ||
+      attn.inputs[2] != split.outputs[2]) {
+    return false;
+  }
+  // Every part is read by one node of the four only: the fused kernel writes the rotated keys and
+  // the values into the cache alone, and the queries into a buffer of its own (the memory plan
+  // may place the rotated queries over the product, which the kernel still reads).
+  for (ir::ValueId id : {split.outputs[0], split.outputs[1], split.outputs[2], rq.outputs[0], rk.outputs[0]}) {
+    const auto it = consumers.find(id);
+    if (it == consumers.end() || it->second != 1) return false;
+  }
+  const int64_t dim = attn.attr_int("head_dim"), heads = attn.attr_int("num_heads");
+  const int64_t kv_heads = attn.attr_int("num_kv_heads");
+  if (rq.attr_int("head_dim") != dim || rq.attr_int("num_heads") != heads || rk.attr_int("num_heads") != kv_heads) {
+    return false;
+  }
+  const std::vector<int64_t> sizes = split.attr_ints("sizes");
+  if (sizes != std::vector<int64_t>{heads * dim, kv_heads * dim, kv_heads * dim}) return false;
+  const QkvShape shape{static_cast<int>(heads), static_cast<int>(kv_heads), static_cast<int>(dim),
+                       static_cast<int>(rq.attr_int("rotary_dim"))};
+  return qkv_rope_store_supported(shape);
+}
+
 // Index of the table for this rope in `ropes`, or -1.
 int64_t dynamic_rope_index(const std::vector<DynamicRope>& ropes, const cpu::RopeParams& p, int64_t rot) {
   for (size_t i = 0; i < ropes.size(); ++i) {
@@ -291,6 +363,43 @@ Status CudaBackend::State::bind_nodes() {
   constants_host.clear();
   const ir::Graph& g = *graph;
   State* self = this;
+  const std::map<ir::ValueId, int> consumers = consumer_counts(g);
+  // Attention nodes whose k and v launch_qkv_rope_store stores, and the buffer it writes their
+  // queries to (one, reused by every layer).
+  std::set<size_t> cache_stored;
+  size_t q_floats = 0;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    if (is_qkv_rope_attention(g, i, consumers)) {
+      q_floats = std::max(q_floats, static_cast<size_t>(g.value(g.nodes()[i].outputs[0]).shape[1] * max_tokens));
+    }
+  }
+  KILN_RETURN_IF_ERROR(rotated_q.allocate(q_floats * sizeof(float)));
+  // An engine whose prefill products all round their activations to fp16 or bf16 (what a timed
+  // build chooses) runs prefill attention on tensor cores with fp16 products too; one that keeps
+  // fp32 activations keeps fp32 attention.
+  bool half_precision = true;
+  for (const ir::Node& node : g.nodes()) {
+    if (node.op != "matmul") continue;
+    KILN_ASSIGN_OR_RETURN(const CudaMatmulKernel* prefill,
+                          bind_matmul_kernel(node, "kernel_prefill", g.weight(node.inputs[1]).format, kGemvMaxRows));
+    if (prefill->algo != CudaMatmulAlgo::kGemmRounded && prefill->algo != CudaMatmulAlgo::kGemmRoundedHalves) {
+      half_precision = false;
+    }
+  }
+  // A SwiGLU output the plan placed over the product's input (dead once the product has read
+  // it, but the fused kernel reads and writes at once) moves to a buffer of its own.
+  moved.clear();
+  size_t swiglu_floats = 0;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    if (!is_matmul_silu_mul(g, i, consumers)) continue;
+    const ir::Node& act = g.nodes()[i + 1];
+    if (arena_overlap(g, g.nodes()[i].inputs[0], act.outputs[0])) {
+      swiglu_floats = std::max(swiglu_floats, static_cast<size_t>(g.value(act.outputs[0]).shape[1] * max_tokens));
+      moved[act.outputs[0]] = nullptr;
+    }
+  }
+  KILN_RETURN_IF_ERROR(swiglu_out.allocate(swiglu_floats * sizeof(float)));
+  for (auto& [id, ptr] : moved) ptr = swiglu_out.ptr;
   for (size_t index = 0; index < g.nodes().size(); ++index) {
     const ir::Node& node = g.nodes()[index];
     const ir::Value& out0 = g.value(node.outputs[0]);
@@ -311,6 +420,30 @@ Status CudaBackend::State::bind_nodes() {
       const int64_t n = w.rows(), k = w.cols();
       const bool has_bias = node.inputs.size() == 3;
       const ir::Value x = g.value(node.inputs[0]);
+      if (is_matmul_silu_mul(g, index, consumers)) {
+        // SwiGLU after the gate/up product: in the GEMV's epilogue for decode-sized steps.
+        const ir::Node& act = g.nodes()[++index];
+        auto* y = static_cast<float*>(buffer(act.outputs[0]));
+        const int depth = decode->algo == CudaMatmulAlgo::kGemvDeep ? 8 : 4;
+        const ir::WeightFormat format = w.format;
+        fn = [=](const StepContext& s) {
+          const int64_t m = rows_of(x, s);
+          const float* bias = has_bias ? f_in(2) : nullptr;
+          if (m < kGemvMaxRows && gemv_supports(format)) {
+            launch_gemv_silu_mul(format, f_in(0), m, k, in[1], n / 2, bias, y, self->stream, depth);
+            return Status::ok();
+          }
+          const CudaMatmulKernel& kern = m < kGemvMaxRows ? *decode : *prefill;
+          KILN_RETURN_IF_ERROR(
+              launch_matmul(kern, self->cublas, f_in(0), m, k, in[1], n, bias, f_out(0), self->scratch.ptr, self->stream));
+          launch_silu_mul(f_out(0), m, n / 2, y, self->stream);
+          return Status::ok();
+        };
+        nodes.push_back(std::move(fn));
+        node_names.push_back(node.name + "+" + act.name);
+        node_ops.push_back("matmul " + std::to_string(n) + "x" + std::to_string(k) + "+silu_mul");
+        continue;
+      }
       fn = [=](const StepContext& s) {
         const int64_t m = rows_of(x, s);
         const CudaMatmulKernel& kern = m < kGemvMaxRows ? *decode : *prefill;
@@ -384,6 +517,34 @@ Status CudaBackend::State::bind_nodes() {
         launch_silu_mul(f_in(0), rows_of(out0, s), cols, f_out(0), self->stream);
         return Status::ok();
       };
+    } else if (op == "split" && is_qkv_rope_attention(g, index, consumers)) {
+      const ir::Node& rq = g.nodes()[index + 1];
+      const ir::Node& rk = g.nodes()[index + 2];
+      const ir::Node& attn = g.nodes()[index + 3];
+      const QkvShape shape{static_cast<int>(attn.attr_int("num_heads")), static_cast<int>(attn.attr_int("num_kv_heads")),
+                           static_cast<int>(attn.attr_int("head_dim")), static_cast<int>(rq.attr_int("rotary_dim"))};
+      const cpu::RopeParams params = rope_params(rq);
+      KILN_RETURN_IF_ERROR(cpu::rope_params_validate(params, shape.rotary_dim).with_context("node '" + rq.name + "'"));
+      const bool dynamic = params.type == "dynamic";
+      const int64_t table_index = dynamic ? dynamic_rope_index(dynamic_ropes, params, shape.rotary_dim) : -1;
+      if (dynamic && table_index < 0) return internal_error("dynamic rope of node '" + rq.name + "' has no table");
+      const size_t offset = dynamic ? 0 : add_constants(cpu::rope_inv_freq(params, shape.rotary_dim, 0));
+      auto* q = rotated_q.at<float>(0);
+      const int64_t layer = attn.attr_int("layer");
+      fn = [=](const StepContext& s) {
+        const float* inv = dynamic ? self->step_dev.at<float>(self->dynamic_ropes[static_cast<size_t>(table_index)].offset)
+                                   : self->constant(offset);
+        const PagedKv kv{s.cache->k(layer), s.cache->v(layer), s.block_size, s.tables, s.table_stride};
+        launch_qkv_rope_store(f_in(0), s.num_tokens, shape, s.tokens, inv, dynamic ? s.tokens.token_seq : nullptr, q,
+                              nullptr, nullptr, kv, self->stream);
+        return Status::ok();
+      };
+      nodes.push_back(std::move(fn));
+      node_names.push_back(node.name + "+" + rq.name + "+" + rk.name);
+      node_ops.push_back("split+rope+kv_store");
+      cache_stored.insert(index + 3);
+      index += 2;
+      continue;
     } else if (op == "split") {
       const std::vector<int64_t> sizes = node.attr_ints("sizes");
       if (sizes.size() > static_cast<size_t>(kMaxSplit) || sizes.size() != node.outputs.size()) {
@@ -449,23 +610,28 @@ Status CudaBackend::State::bind_nodes() {
                              "; the CUDA backend supports up to 256");
       }
       const bool tiles = attention_tiles_supported(shape.head_dim);
+      const bool mma = half_precision && attention_mma_supported(shape.head_dim);
       const bool split = attention_split_supported(shape.head_dim);
       const int64_t layer = node.attr_int("layer");
       const bool alibi = node.attr_int("alibi") != 0;
       const size_t slopes = alibi ? add_constants(cpu::alibi_slopes(shape.num_heads)) : 0;
       const int64_t kv_row = static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim;
+      const bool stored = cache_stored.count(index) != 0;
+      const float* q = stored ? rotated_q.at<float>(0) : f_in(0);
       fn = [=](const StepContext& s) {
         AttentionShape sh = shape;
         sh.alibi_slopes = alibi ? self->constant(slopes) : nullptr;
         const PagedKv kv{s.cache->k(layer), s.cache->v(layer), s.block_size, s.tables, s.table_stride};
-        launch_kv_cache_store(f_in(1), f_in(2), s.num_tokens, kv_row, s.tokens, kv, self->stream);
+        if (!stored) launch_kv_cache_store(f_in(1), f_in(2), s.num_tokens, kv_row, s.tokens, kv, self->stream);
         if (s.decode && split) {
-          launch_attention_split(f_in(0), s.num_tokens, s.tokens, sh, kv, self->attention_splits(s.num_tokens, sh.num_heads),
+          launch_attention_split(q, s.num_tokens, s.tokens, sh, kv, self->attention_splits(s.num_tokens, sh.num_heads),
                                  self->attention_partial.at<float>(0), f_out(0), self->stream);
         } else if (s.decode || !tiles) {
-          launch_attention_rows(f_in(0), s.num_tokens, s.tokens, sh, kv, f_out(0), self->stream);
+          launch_attention_rows(q, s.num_tokens, s.tokens, sh, kv, f_out(0), self->stream);
+        } else if (mma) {
+          launch_attention_mma(q, s.tiles, s.num_tiles, s.tokens, sh, kv, f_out(0), self->stream);
         } else {
-          launch_attention_tiles(f_in(0), s.tiles, s.num_tiles, s.tokens, sh, kv, f_out(0), self->stream);
+          launch_attention_tiles(q, s.tiles, s.num_tiles, s.tokens, sh, kv, f_out(0), self->stream);
         }
         return Status::ok();
       };
@@ -507,6 +673,9 @@ Status CudaBackend::State::run_nodes_profiled(const StepContext& ctx) {
     KILN_CUDA_RETURN_IF_ERROR(cudaEventRecord(profile_events[i + 1], stream));
   }
   KILN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(profile_events[nodes.size()]));
+  // The first step of each kind pays for loading kernels (cuBLAS loads each GEMM's on its first
+  // call): it is left out of the profile.
+  if (profile_seen.insert(ctx.decode).second) return Status::ok();
   double total = 0.0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     float ms = 0.0f;

@@ -1,10 +1,14 @@
 // The CUDA backend: runs a Kiln engine built for cuda-sm90 on a Hopper GPU.
 //
 // prepare() binds every node of the graph to a kernel of this folder (one kernel family per
-// file, a launch_<op>() beside each kernel), uploads the weights once from the mapped engine into
-// one device allocation (no host copy on the way), and allocates everything a step needs: the
-// activation arena (the engine's memory plan times max_tokens), the GEMM scratch, the cuBLAS
-// workspace, a device block for the step's inputs and pinned host buffers for the transfers.
+// file, a launch_<op>() beside each kernel; some runs of nodes bind to one fused kernel: a
+// residual add and the RMSNorm after it, the q/k/v split with its ropes and the attention's
+// cache store, a gate/up product and its SwiGLU in decode-sized steps; outputs such a kernel
+// cannot write in place get buffers of the backend's own), uploads the weights once from the
+// mapped engine into one device allocation (no host copy on the way), and allocates everything
+// a step needs: the activation arena (the engine's memory plan times max_tokens), the GEMM
+// scratch, the cuBLAS workspace, a device block for the step's inputs and pinned host buffers
+// for the transfers.
 // run_step() allocates nothing on the device: it packs the step (ids, positions, logit rows,
 // token-to-sequence map, attention tiles, dynamic-rope frequencies, block tables) into pinned
 // memory, copies it over in two transfers, runs the graph on one stream and copies the logits

@@ -37,6 +37,13 @@ Status cuda_device_supported(const CudaDeviceInfo& device) {
                        "; this kiln's CUDA kernels are built for Hopper (" + kCudaTarget + ") only");
 }
 
+Expected<CudaMemoryInfo> cuda_memory_info(int index) {
+  KILN_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
+  CudaMemoryInfo info;
+  KILN_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&info.free, &info.total));
+  return info;
+}
+
 Expected<double> cuda_measure_copy_bandwidth(int index) {
   KILN_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
   constexpr size_t kBytes = size_t{1} << 30;

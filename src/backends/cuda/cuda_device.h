@@ -29,6 +29,12 @@ Expected<CudaDeviceInfo> cuda_device_info(int index = 0);
 // Ok when this kiln's kernels run on `device` (compute capability 9.0), else a message saying so.
 Status cuda_device_supported(const CudaDeviceInfo& device);
 
+// Free and total device memory of GPU `index` in bytes, as the driver reports them now.
+struct CudaMemoryInfo {
+  size_t free = 0, total = 0;
+};
+Expected<CudaMemoryInfo> cuda_memory_info(int index = 0);
+
 // Device-to-device copy bandwidth of GPU `index` in bytes/s, counting bytes read and written
 // (a 1 GiB copy, best of several): the ceiling for decode, which streams the weights once.
 Expected<double> cuda_measure_copy_bandwidth(int index = 0);

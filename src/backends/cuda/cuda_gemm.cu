@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstddef>
 
 #include "backends/cuda/cuda_check.h"
@@ -62,7 +63,7 @@ size_t gemm_scratch_bytes(ir::WeightFormat format, GemmActivations mode, int64_t
 
 Status launch_gemm(cublasHandle_t handle, ir::WeightFormat format, GemmActivations mode, const float* x, int64_t m,
                    int64_t k, const void* w, int64_t n, const float* bias, float* y, void* scratch,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, int column_parts) {
   if (m <= 0 || n <= 0) return Status::ok();
   const float one = 1.0f, zero = 0.0f;
   // Column-major view: y^T [n, m] = W [k, n]^T · x^T [k, m].
@@ -81,11 +82,19 @@ Status launch_gemm(cublasHandle_t handle, ir::WeightFormat format, GemmActivatio
       launch_split<__nv_bfloat16>(x, m * k, parts, scratch, stream);
     }
     KILN_CUDA_RETURN_IF_LAUNCH_FAILED("activation conversion");
-    for (int p = 0; p < parts; ++p) {
-      const void* xp = static_cast<const std::byte*>(scratch) + static_cast<size_t>(p) * static_cast<size_t>(m * k) * 2;
-      KILN_CUBLAS_RETURN_IF_ERROR(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, in, im, ik, &one, w, type, ik, xp,
-                                               type, ik, p == 0 ? &zero : &one, y, CUDA_R_32F, in,
-                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    // The weight rows in column_parts consecutive ranges, one product each (the output's
+    // leading dimension stays n).
+    const int64_t per_part = (n + column_parts - 1) / column_parts;
+    for (int64_t c0 = 0; c0 < n; c0 += per_part) {
+      const int ic = static_cast<int>(std::min(per_part, n - c0));
+      const void* wc = static_cast<const std::byte*>(w) + static_cast<size_t>(c0 * k) * 2;
+      for (int p = 0; p < parts; ++p) {
+        const void* xp =
+            static_cast<const std::byte*>(scratch) + static_cast<size_t>(p) * static_cast<size_t>(m * k) * 2;
+        KILN_CUBLAS_RETURN_IF_ERROR(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, ic, im, ik, &one, wc, type, ik, xp,
+                                                 type, ik, p == 0 ? &zero : &one, y + c0, CUDA_R_32F, in,
+                                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      }
     }
   }
   if (bias != nullptr) {
@@ -97,14 +106,15 @@ Status launch_gemm(cublasHandle_t handle, ir::WeightFormat format, GemmActivatio
 
 Status launch_matmul(const CudaMatmulKernel& kernel, cublasHandle_t handle, const float* x, int64_t m, int64_t k,
                      const void* w, int64_t n, const float* bias, float* y, void* scratch, cudaStream_t stream) {
-  if (kernel.algo == CudaMatmulAlgo::kGemv) {
-    launch_gemv(kernel.format, x, m, k, w, n, bias, y, stream);
+  if (cuda_matmul_kernel_is_gemv(kernel)) {
+    launch_gemv(kernel.format, x, m, k, w, n, bias, y, stream, kernel.algo == CudaMatmulAlgo::kGemvDeep ? 8 : 4);
     KILN_CUDA_RETURN_IF_LAUNCH_FAILED("gemv");
     return Status::ok();
   }
-  const GemmActivations mode = kernel.algo == CudaMatmulAlgo::kGemmRounded ? GemmActivations::kRounded
-                                                                           : GemmActivations::kSplit;
-  return launch_gemm(handle, kernel.format, mode, x, m, k, w, n, bias, y, scratch, stream);
+  const GemmActivations mode = kernel.algo == CudaMatmulAlgo::kGemmSplit ? GemmActivations::kSplit
+                                                                         : GemmActivations::kRounded;
+  const int column_parts = kernel.algo == CudaMatmulAlgo::kGemmRoundedHalves ? 2 : 1;
+  return launch_gemm(handle, kernel.format, mode, x, m, k, w, n, bias, y, scratch, stream, column_parts);
 }
 
 }  // namespace kiln::cuda

@@ -6,6 +6,8 @@
 //   f16 / bf16 weights, GemmActivations::kSplit: x is written as a sum of 2 (fp16) or 3 (bf16)
 //     parts of the weights' type, each part a tensor-core GEMM accumulating into y: the
 //     products of fp32 activations to within fp32 rounding, at 2-3x the arithmetic.
+// column_parts > 1 issues one product per range of weight rows (cuBLAS's choice for some widths,
+// such as the 12288 rows of a 7B model's fused q/k/v product, runs far below the others' rate).
 // The conversion needs scratch device memory (gemm_scratch_bytes); the caller owns it, x, w,
 // bias and y (y must not alias x), and the cuBLAS handle (bound to `stream`, with its own
 // workspace, so that calls can be captured into a CUDA graph).
@@ -32,7 +34,7 @@ size_t gemm_scratch_bytes(ir::WeightFormat format, GemmActivations mode, int64_t
 
 Status launch_gemm(cublasHandle_t handle, ir::WeightFormat format, GemmActivations mode, const float* x, int64_t m,
                    int64_t k, const void* w, int64_t n, const float* bias, float* y, void* scratch,
-                   cudaStream_t stream);
+                   cudaStream_t stream, int column_parts = 1);
 
 // Runs a named matmul kernel (cuda_matmul.h): the gemv kernel, or launch_gemm in its mode.
 // scratch holds gemm_scratch_bytes(kernel.format, mode, m, k) bytes for the GEMM kernels.

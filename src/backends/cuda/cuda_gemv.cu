@@ -3,12 +3,15 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 namespace kiln::cuda {
 namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
+constexpr int kUnroll = 4;      // 16-byte weight loads in flight per lane and row
+constexpr int kDeepUnroll = 8;  // the "gemv_deep" kernels' (cuda_matmul.h)
 
 // A weight row is read once: bypass L1 (the read-only path, no allocation).
 __device__ __forceinline__ uint4 load_stream(const uint4* p) {
@@ -79,77 +82,139 @@ __device__ __forceinline__ void fma_rows(const float* w, const float* x, int64_t
   }
 }
 
-// One warp per weight row. kVec: k is a multiple of the elements per 16-byte load and both x and
-// w are 16-byte aligned; otherwise one element per lane and step.
-template <typename T, int M, bool kVec>
+__device__ __forceinline__ float silu_f(float v) { return v / (1.0f + expf(-v)); }
+
+// One warp per output column. k is a multiple of the elements per 16-byte load and both x and
+// w are 16-byte aligned. U: 16-byte weight loads in flight per lane and weight row. kGlu: the
+// column reads two weight rows, `row` (gate) and `row + n` (up), and writes silu(gate) * up: y
+// is [m, n] with w [2n, k] and bias [2n].
+template <typename T, int M, int U, bool kGlu>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const float* x, int64_t k, const T* w, int64_t n,
                                                         const float* bias, float* y) {
   using W = Weights<T>;
   constexpr int E = W::kPerLoad;
+  constexpr int R = kGlu ? 2 : 1;  // weight rows per column
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (row >= n) return;
-  const T* wrow = w + row * k;
-  float acc[M] = {};
-  if (kVec) {
-    const uint4* w4 = reinterpret_cast<const uint4*>(wrow);
-    const int64_t nv = k / E;
-    int64_t v = lane;
-    for (; v + 32 * (kUnroll - 1) < nv; v += 32 * kUnroll) {
-      uint4 buf[kUnroll];
+  const uint4* wrow[R];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) buf[u] = load_stream(w4 + v + 32 * u);
+  for (int j = 0; j < R; ++j) wrow[j] = reinterpret_cast<const uint4*>(w + (row + j * n) * k);
+  float acc[R][M] = {};
+  const int64_t nv = k / E;
+  int64_t v = lane;
+  for (; v + 32 * (U - 1) < nv; v += 32 * U) {
+    uint4 buf[R][U];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int j = 0; j < R; ++j) buf[j][u] = load_stream(wrow[j] + v + 32 * u);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
         float wf[E];
-        W::widen(buf[u], wf);
-        fma_rows<M, E>(wf, x, k, (v + 32 * u) * E, acc);
+        W::widen(buf[j][u], wf);
+        fma_rows<M, E>(wf, x, k, (v + 32 * u) * E, acc[j]);
       }
     }
-    for (; v < nv; v += 32) {
-      float wf[E];
-      W::widen(load_stream(w4 + v), wf);
-      fma_rows<M, E>(wf, x, k, v * E, acc);
-    }
-  } else {
-    for (int64_t e = lane; e < k; e += 32) {
-      const float wv = W::one(wrow + e);
+  }
+  for (; v < nv; v += 32) {
 #pragma unroll
-      for (int r = 0; r < M; ++r) acc[r] += wv * x[r * k + e];
+    for (int j = 0; j < R; ++j) {
+      float wf[E];
+      W::widen(load_stream(wrow[j] + v), wf);
+      fma_rows<M, E>(wf, x, k, v * E, acc[j]);
     }
   }
 #pragma unroll
   for (int r = 0; r < M; ++r) {
-    float s = acc[r];
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) y[r * n + row] = bias != nullptr ? s + bias[row] : s;
+    float s[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      s[j] = acc[j][r];
+      for (int o = 16; o > 0; o >>= 1) s[j] += __shfl_xor_sync(0xffffffffu, s[j], o);
+      if (bias != nullptr) s[j] += bias[row + j * n];
+    }
+    if (lane == 0) y[r * n + row] = kGlu ? silu_f(s[0]) * s[R - 1] : s[0];
   }
 }
 
-template <typename T, int M>
-void launch_rows(const float* x, int64_t k, const void* w, int64_t n, const float* bias, float* y,
-                 cudaStream_t stream) {
+// Any k and alignment, m < kGemvMaxRows at run time: one element per lane and step (the path of
+// odd shapes, which no large model has).
+template <typename T, bool kGlu>
+__global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(const float* x, int m, int64_t k, const T* w,
+                                                               int64_t n, const float* bias, float* y) {
+  using W = Weights<T>;
+  constexpr int R = kGlu ? 2 : 1;
+  constexpr int kRows = static_cast<int>(kGemvMaxRows) - 1;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (row >= n) return;
+  float acc[R][kRows] = {};
+  for (int64_t e = lane; e < k; e += 32) {
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      const float wv = W::one(w + (row + j * n) * k + e);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (r < m) acc[j][r] += wv * x[r * k + e];
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (r >= m) break;
+    float s[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      s[j] = acc[j][r];
+      for (int o = 16; o > 0; o >>= 1) s[j] += __shfl_xor_sync(0xffffffffu, s[j], o);
+      if (bias != nullptr) s[j] += bias[row + j * n];
+    }
+    if (lane == 0) y[r * n + row] = kGlu ? silu_f(s[0]) * s[R - 1] : s[0];
+  }
+}
+
+template <typename T, int M, int U, bool kGlu>
+void launch_vec(const float* x, int64_t k, const T* w, int64_t n, const float* bias, float* y, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
+  gemv_kernel<T, M, U, kGlu><<<blocks, kThreads, 0, stream>>>(x, k, w, n, bias, y);
+}
+
+// depth > kUnroll: the deep variant, instantiated for single-row steps of half-precision
+// weights (batch-1 decode, where it can pay); other steps take the plain one.
+template <typename T, bool kGlu>
+void launch_typed(const float* x, int64_t m, int64_t k, const void* w, int64_t n, const float* bias, float* y,
+                  int depth, cudaStream_t stream) {
   const T* wt = static_cast<const T*>(w);
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  if (aligned && k % Weights<T>::kPerLoad == 0) {
-    gemv_kernel<T, M, true><<<blocks, kThreads, 0, stream>>>(x, k, wt, n, bias, y);
-  } else {
-    gemv_kernel<T, M, false><<<blocks, kThreads, 0, stream>>>(x, k, wt, n, bias, y);
+  if (!aligned || k % Weights<T>::kPerLoad != 0) {
+    const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
+    gemv_scalar_kernel<T, kGlu><<<blocks, kThreads, 0, stream>>>(x, static_cast<int>(m), k, wt, n, bias, y);
+    return;
+  }
+  switch (m) {
+    case 1:
+      if (depth > kUnroll && !std::is_same_v<T, float>) return launch_vec<T, 1, kDeepUnroll, kGlu>(x, k, wt, n, bias, y, stream);
+      return launch_vec<T, 1, kUnroll, kGlu>(x, k, wt, n, bias, y, stream);
+    case 2: return launch_vec<T, 2, kUnroll, kGlu>(x, k, wt, n, bias, y, stream);
+    case 3: return launch_vec<T, 3, kUnroll, kGlu>(x, k, wt, n, bias, y, stream);
+    case 4: return launch_vec<T, 4, kUnroll, kGlu>(x, k, wt, n, bias, y, stream);
+    case 5: return launch_vec<T, 5, kUnroll, kGlu>(x, k, wt, n, bias, y, stream);
+    case 6: return launch_vec<T, 6, kUnroll, kGlu>(x, k, wt, n, bias, y, stream);
+    default: return launch_vec<T, 7, kUnroll, kGlu>(x, k, wt, n, bias, y, stream);
   }
 }
 
-template <typename T>
-void launch_typed(const float* x, int64_t m, int64_t k, const void* w, int64_t n, const float* bias, float* y,
-                  cudaStream_t stream) {
-  switch (m) {
-    case 1: return launch_rows<T, 1>(x, k, w, n, bias, y, stream);
-    case 2: return launch_rows<T, 2>(x, k, w, n, bias, y, stream);
-    case 3: return launch_rows<T, 3>(x, k, w, n, bias, y, stream);
-    case 4: return launch_rows<T, 4>(x, k, w, n, bias, y, stream);
-    case 5: return launch_rows<T, 5>(x, k, w, n, bias, y, stream);
-    case 6: return launch_rows<T, 6>(x, k, w, n, bias, y, stream);
-    default: return launch_rows<T, 7>(x, k, w, n, bias, y, stream);
+template <bool kGlu>
+void launch_format(ir::WeightFormat format, int depth, const float* x, int64_t m, int64_t k, const void* w,
+                   int64_t n, const float* bias, float* y, cudaStream_t stream) {
+  switch (format) {
+    case ir::WeightFormat::kF16: return launch_typed<__half, kGlu>(x, m, k, w, n, bias, y, depth, stream);
+    case ir::WeightFormat::kBF16: return launch_typed<__nv_bfloat16, kGlu>(x, m, k, w, n, bias, y, depth, stream);
+    default: return launch_typed<float, kGlu>(x, m, k, w, n, bias, y, depth, stream);
   }
 }
 
@@ -160,14 +225,16 @@ bool gemv_supports(ir::WeightFormat format) {
 }
 
 void launch_gemv(ir::WeightFormat format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,
-                 const float* bias, float* y, cudaStream_t stream) {
+                 const float* bias, float* y, cudaStream_t stream, int depth) {
   if (m <= 0 || n <= 0) return;
   static_assert(kGemvMaxRows == 8, "launch_typed instantiates m = 1 .. 7");
-  switch (format) {
-    case ir::WeightFormat::kF16: return launch_typed<__half>(x, m, k, w, n, bias, y, stream);
-    case ir::WeightFormat::kBF16: return launch_typed<__nv_bfloat16>(x, m, k, w, n, bias, y, stream);
-    default: return launch_typed<float>(x, m, k, w, n, bias, y, stream);
-  }
+  launch_format<false>(format, depth, x, m, k, w, n, bias, y, stream);
+}
+
+void launch_gemv_silu_mul(ir::WeightFormat format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,
+                          const float* bias, float* y, cudaStream_t stream, int depth) {
+  if (m <= 0 || n <= 0) return;
+  launch_format<true>(format, depth, x, m, k, w, n, bias, y, stream);
 }
 
 }  // namespace kiln::cuda

@@ -1,7 +1,8 @@
 // Matrix-vector products for decode-sized steps: y[m, n] = x[m, k] · W[n, k]^T (+ bias[n]) for
 // m < kGemvMaxRows, W in a float row format (f32, f16, bf16; ir/weight_format.h), x and y fp32.
 // Decode reads every weight once per token, so this kernel is what bounds decode speed: one
-// warp per weight row streams it with 16-byte loads that skip L1, four in flight per lane,
+// warp per weight row streams it with 16-byte loads that skip L1, four in flight per lane (eight
+// for batch-1 steps of the gemv_deep kernels),
 // widens to fp32 in registers and keeps the activations in fp32 (exact products; only the
 // summation order differs from the CPU). Device buffers owned by the caller; y must not alias x.
 #pragma once
@@ -19,7 +20,14 @@ inline constexpr int64_t kGemvMaxRows = 8;  // m < this
 bool gemv_supports(ir::WeightFormat format);
 
 // x: [m, k]; w: [n, k] in `format`; bias: [n] or nullptr; y: [m, n]. 1 <= m < kGemvMaxRows.
+// depth: 16-byte loads in flight per lane, 4 or 8 (the "gemv" and "gemv_deep" kernels).
 void launch_gemv(ir::WeightFormat format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,
-                 const float* bias, float* y, cudaStream_t stream);
+                 const float* bias, float* y, cudaStream_t stream, int depth = 4);
+
+// SwiGLU in the product's epilogue: w: [2n, k] = [gate rows | up rows], bias: [2n] or nullptr,
+// y: [m, n] = silu(x · gate^T + bias_gate) * (x · up^T + bias_up), as launch_gemv followed by
+// launch_silu_mul computes it, without the [m, 2n] intermediate or the second launch.
+void launch_gemv_silu_mul(ir::WeightFormat format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,
+                          const float* bias, float* y, cudaStream_t stream, int depth = 4);
 
 }  // namespace kiln::cuda

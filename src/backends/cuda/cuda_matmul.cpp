@@ -9,10 +9,18 @@ using F = ir::WeightFormat;
 using A = CudaMatmulAlgo;
 
 constexpr CudaMatmulKernel kKernels[] = {
-    {"f32.cuda.gemv", F::kF32, A::kGemv},          {"f32.cuda.sgemm", F::kF32, A::kGemmSplit},
-    {"f16.cuda.gemv", F::kF16, A::kGemv},          {"f16.cuda.gemm_split", F::kF16, A::kGemmSplit},
-    {"f16.cuda.gemm", F::kF16, A::kGemmRounded},   {"bf16.cuda.gemv", F::kBF16, A::kGemv},
-    {"bf16.cuda.gemm_split", F::kBF16, A::kGemmSplit}, {"bf16.cuda.gemm", F::kBF16, A::kGemmRounded},
+    {"f32.cuda.gemv", F::kF32, A::kGemv},
+    {"f32.cuda.sgemm", F::kF32, A::kGemmSplit},
+    {"f16.cuda.gemv", F::kF16, A::kGemv},
+    {"f16.cuda.gemv_deep", F::kF16, A::kGemvDeep},
+    {"f16.cuda.gemm_split", F::kF16, A::kGemmSplit},
+    {"f16.cuda.gemm", F::kF16, A::kGemmRounded},
+    {"f16.cuda.gemm_halves", F::kF16, A::kGemmRoundedHalves},
+    {"bf16.cuda.gemv", F::kBF16, A::kGemv},
+    {"bf16.cuda.gemv_deep", F::kBF16, A::kGemvDeep},
+    {"bf16.cuda.gemm_split", F::kBF16, A::kGemmSplit},
+    {"bf16.cuda.gemm", F::kBF16, A::kGemmRounded},
+    {"bf16.cuda.gemm_halves", F::kBF16, A::kGemmRoundedHalves},
 };
 
 }  // namespace
@@ -20,7 +28,7 @@ constexpr CudaMatmulKernel kKernels[] = {
 std::vector<const CudaMatmulKernel*> cuda_matmul_kernels(ir::WeightFormat format, int64_t m) {
   std::vector<const CudaMatmulKernel*> out;
   for (const CudaMatmulKernel& k : kKernels) {
-    if (k.format == format && cuda_matmul_kernel_fits(k, m) && (k.algo == A::kGemv) == (m < kGemvMaxRows)) {
+    if (k.format == format && cuda_matmul_kernel_fits(k, m) && cuda_matmul_kernel_is_gemv(k) == (m < kGemvMaxRows)) {
       out.push_back(&k);
     }
   }
@@ -34,8 +42,12 @@ const CudaMatmulKernel* cuda_matmul_kernel_find(std::string_view name) {
   return nullptr;
 }
 
+bool cuda_matmul_kernel_is_gemv(const CudaMatmulKernel& kernel) {
+  return kernel.algo == A::kGemv || kernel.algo == A::kGemvDeep;
+}
+
 bool cuda_matmul_kernel_fits(const CudaMatmulKernel& kernel, int64_t m) {
-  return kernel.algo != A::kGemv || m < kGemvMaxRows;
+  return !cuda_matmul_kernel_is_gemv(kernel) || m < kGemvMaxRows;
 }
 
 }  // namespace kiln::cuda

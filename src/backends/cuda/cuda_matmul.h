@@ -2,11 +2,14 @@
 // matmul node as kernel_decode / kernel_prefill, like the CPU's). Names read
 // "<format>.cuda.<algorithm>":
 //   gemv        decode steps (m < 8): one warp per weight row, fp32 activations (cuda_gemv.h);
+//   gemv_deep   f16/bf16: the same with twice the loads in flight per lane (8) in batch-1 steps:
+//               timing picks it per shape;
 //   sgemm       f32 weights, cuBLAS SGEMM;
 //   gemm_split  f16/bf16 weights, cuBLAS tensor-core GEMMs over activations split into 2-3
 //               parts: fp32-accurate; listed first, so it is what an untimed build takes;
 //   gemm        f16/bf16 weights, one tensor-core GEMM over activations rounded to the weights'
-//               type: the fast prefill path that timing picks (cuda_gemm.h).
+//               type: the fast prefill path that timing picks (cuda_gemm.h);
+//   gemm_halves the same as two products over the two halves of the weight rows.
 // Weights are stored in row formats (f32, f16, bf16); the panel layouts of the CPU are not read
 // here. Plain C++: the build's kernel tuner lists them without a GPU.
 #pragma once
@@ -18,7 +21,7 @@
 
 namespace kiln::cuda {
 
-enum class CudaMatmulAlgo { kGemv, kGemmSplit, kGemmRounded };
+enum class CudaMatmulAlgo { kGemv, kGemvDeep, kGemmSplit, kGemmRounded, kGemmRoundedHalves };
 
 struct CudaMatmulKernel {
   std::string_view name;
@@ -32,6 +35,9 @@ std::vector<const CudaMatmulKernel*> cuda_matmul_kernels(ir::WeightFormat format
 
 // The kernel called `name`, or nullptr.
 const CudaMatmulKernel* cuda_matmul_kernel_find(std::string_view name);
+
+// Whether the kernel is a matrix-vector one (gemv, gemv_deep), for decode-sized steps.
+bool cuda_matmul_kernel_is_gemv(const CudaMatmulKernel& kernel);
 
 // Whether `kernel` can compute a product of m rows (gemv: m < 8).
 bool cuda_matmul_kernel_fits(const CudaMatmulKernel& kernel, int64_t m);

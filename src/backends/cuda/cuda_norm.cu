@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_norm.h"
 
+#include <cstdint>
+
 namespace kiln::cuda {
 namespace {
 
@@ -65,16 +67,94 @@ __global__ void add_rms_norm_kernel(const float* a, const float* b, int64_t h, c
   for (int64_t j = threadIdx.x; j < h; j += kThreads) y[row + j] = weight[j] * (sum[row + j] * inv_rms);
 }
 
+// The row held in registers: thread t owns float4 slices t, t + kThreads, ... (kVecs of them),
+// loaded all at once before any store, so that one memory round trip serves the whole row
+// (the loops above wait for each load in turn: the stores may alias the inputs). kAdd: the
+// residual add first (b and sum are read and written); otherwise y = rms_norm(a).
+// h % 4 == 0, h <= 4 * kThreads * kVecs, every pointer 16-byte aligned.
+template <int kVecs, bool kAdd>
+__global__ void __launch_bounds__(kThreads) rms_norm_rows_kernel(const float4* a, const float4* b, int64_t h4,
+                                                                 const float4* weight, float eps, float4* sum,
+                                                                 float4* y) {
+  __shared__ double scratch[kThreads / 32];
+  const int64_t row = blockIdx.x * h4;
+  float4 v[kVecs], w[kVecs];
+  double s = 0.0;
+#pragma unroll
+  for (int c = 0; c < kVecs; ++c) {
+    const int64_t j = threadIdx.x + c * kThreads;
+    if (j < h4) {
+      v[c] = a[row + j];
+      if (kAdd) {
+        const float4 o = b[row + j];
+        v[c] = make_float4(v[c].x + o.x, v[c].y + o.y, v[c].z + o.z, v[c].w + o.w);
+      }
+      w[c] = weight[j];
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kVecs; ++c) {
+    const int64_t j = threadIdx.x + c * kThreads;
+    if (j < h4) {
+      if (kAdd) sum[row + j] = v[c];
+      s += static_cast<double>(v[c].x) * v[c].x + static_cast<double>(v[c].y) * v[c].y +
+           static_cast<double>(v[c].z) * v[c].z + static_cast<double>(v[c].w) * v[c].w;
+    }
+  }
+  const auto variance = static_cast<float>(block_sum(s, scratch) / static_cast<double>(4 * h4));
+  const float inv_rms = 1.0f / sqrtf(variance + eps);
+#pragma unroll
+  for (int c = 0; c < kVecs; ++c) {
+    const int64_t j = threadIdx.x + c * kThreads;
+    if (j < h4) {
+      y[row + j] = make_float4(w[c].x * (v[c].x * inv_rms), w[c].y * (v[c].y * inv_rms),
+                               w[c].z * (v[c].z * inv_rms), w[c].w * (v[c].w * inv_rms));
+    }
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Launches rms_norm_rows_kernel when the row fits in registers; false when it does not.
+template <bool kAdd>
+bool launch_rows(const float* a, const float* b, int64_t m, int64_t h, const float* weight, float eps, float* sum,
+                 float* y, cudaStream_t stream) {
+  if (h % 4 != 0 || !aligned16(a) || !aligned16(weight) || !aligned16(y) || (kAdd && (!aligned16(b) || !aligned16(sum)))) {
+    return false;
+  }
+  const int64_t h4 = h / 4, vecs = (h4 + kThreads - 1) / kThreads;
+  const auto* a4 = reinterpret_cast<const float4*>(a);
+  const auto* b4 = reinterpret_cast<const float4*>(b);
+  const auto* w4 = reinterpret_cast<const float4*>(weight);
+  auto* s4 = reinterpret_cast<float4*>(sum);
+  auto* y4 = reinterpret_cast<float4*>(y);
+  const auto grid = static_cast<unsigned>(m);
+  if (vecs <= 1) {
+    rms_norm_rows_kernel<1, kAdd><<<grid, kThreads, 0, stream>>>(a4, b4, h4, w4, eps, s4, y4);
+  } else if (vecs <= 2) {
+    rms_norm_rows_kernel<2, kAdd><<<grid, kThreads, 0, stream>>>(a4, b4, h4, w4, eps, s4, y4);
+  } else if (vecs <= 4) {
+    rms_norm_rows_kernel<4, kAdd><<<grid, kThreads, 0, stream>>>(a4, b4, h4, w4, eps, s4, y4);
+  } else if (vecs <= 8) {
+    rms_norm_rows_kernel<8, kAdd><<<grid, kThreads, 0, stream>>>(a4, b4, h4, w4, eps, s4, y4);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void launch_add_rms_norm(const float* a, const float* b, int64_t m, int64_t h, const float* weight, float eps,
                          float* sum, float* y, cudaStream_t stream) {
-  if (m > 0) add_rms_norm_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(a, b, h, weight, eps, sum, y);
+  if (m <= 0 || launch_rows<true>(a, b, m, h, weight, eps, sum, y, stream)) return;
+  add_rms_norm_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(a, b, h, weight, eps, sum, y);
 }
 
 void launch_rms_norm(const float* x, int64_t m, int64_t h, const float* weight, float eps, float* y,
                      cudaStream_t stream) {
-  if (m > 0) rms_norm_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, h, weight, eps, y);
+  if (m <= 0 || launch_rows<false>(x, nullptr, m, h, weight, eps, nullptr, y, stream)) return;
+  rms_norm_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, h, weight, eps, y);
 }
 
 void launch_layer_norm(const float* x, int64_t m, int64_t h, const float* weight, const float* bias, float eps,

@@ -118,6 +118,13 @@ TEST_F(CliTest, BuildErrorsNameTheProblem) {
   EXPECT_FALSE(fs::exists(path("x.kiln"))) << "a failed build must leave no engine behind";
 }
 
+TEST_F(CliTest, GpuMemoryFractionIsForCudaEnginesAlone) {
+  const std::string engine = build_engine();
+  expect_user_error(kiln("serve " + engine + " --port 0 --gpu-memory-fraction 0.9"), "--kv-cache-memory");
+  expect_user_error(kiln("serve " + engine + " --port 0 --gpu-memory-fraction 0.9 --kv-cache-memory 1GiB"), "not both");
+  expect_user_error(kiln("serve " + engine + " --port 0 --gpu-memory-fraction 1.5"), "(0, 1]");
+}
+
 TEST_F(CliTest, DamagedEnginesAreRefusedWithAFix) {
   const std::string engine = build_engine();
   const auto size = fs::file_size(engine);

@@ -1,0 +1,107 @@
+#include "backends/cuda/cuda_qkv.h"
+
+#include <algorithm>
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxHalf = 256;        // rotary_dim <= 512
+constexpr int64_t kTargetBlocks = 4096;  // blocks of a launch: a few waves on a Hopper GPU
+
+// Block (i, b): token i, head groups b, b + gridDim.y, ... of the [q | k | v] head list (a group
+// is as many heads as kThreads threads cover, one thread a dimension); cos and sin of the token
+// are evaluated once per block. In a group, the first half of each rotated head's dimensions
+// write a turned pair, the passed-through dimensions and every value dimension a copy.
+__global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* __restrict__ qkv, QkvShape shape,
+                                                                  StepTokens tokens, const float* inv_freq,
+                                                                  const int32_t* token_seq, float* __restrict__ q,
+                                                                  float* __restrict__ k, float* __restrict__ v,
+                                                                  PagedKv cache) {
+  __shared__ float cos_sin[2 * kMaxHalf];
+  const int64_t i = blockIdx.x;
+  const int d_head = shape.head_dim, half = shape.rotary_dim / 2;
+  const int heads_per_group = kThreads / d_head;
+  const int total_heads = shape.num_heads + 2 * shape.num_kv_heads;
+  const int groups = (total_heads + heads_per_group - 1) / heads_per_group;
+  const int pos = tokens.positions[i];
+  const float* inv = inv_freq + (token_seq != nullptr ? static_cast<int64_t>(token_seq[i]) * half : 0);
+  const auto fpos = static_cast<float>(pos);
+  for (int j = threadIdx.x; j < half; j += kThreads) {
+    double s, c;
+    sincos(static_cast<double>(fpos * inv[j]), &s, &c);
+    cos_sin[j] = static_cast<float>(c);
+    cos_sin[half + j] = static_cast<float>(s);
+  }
+  __syncthreads();
+  if (static_cast<int>(threadIdx.x) >= heads_per_group * d_head) return;
+  const int d = static_cast<int>(threadIdx.x) % d_head;
+  const int64_t q_row = static_cast<int64_t>(shape.num_heads) * d_head;
+  const int64_t kv_row = static_cast<int64_t>(shape.num_kv_heads) * d_head;
+  const int32_t* table = cache.tables + static_cast<int64_t>(tokens.token_seq[i]) * cache.table_stride;
+  const int64_t dst = (static_cast<int64_t>(table[pos / cache.block_size]) * cache.block_size + pos % cache.block_size) *
+                      kv_row;
+  const float c = d < half ? cos_sin[d] : 0.0f, s = d < half ? cos_sin[half + d] : 0.0f;
+#pragma unroll 4
+  for (int g = blockIdx.y; g < groups; g += gridDim.y) {
+    const int head = g * heads_per_group + static_cast<int>(threadIdx.x) / d_head;
+    if (head >= total_heads) break;
+    const float* in = qkv + i * (q_row + 2 * kv_row) + static_cast<int64_t>(head) * d_head;
+    float* out = nullptr;
+    float* slot = nullptr;
+    bool rotate = true;
+    if (head < shape.num_heads) {
+      out = q + i * q_row + static_cast<int64_t>(head) * d_head;
+    } else if (head < shape.num_heads + shape.num_kv_heads) {
+      const int64_t at = static_cast<int64_t>(head - shape.num_heads) * d_head;
+      out = k != nullptr ? k + i * kv_row + at : nullptr;
+      slot = cache.k + dst + at;
+    } else {
+      const int64_t at = static_cast<int64_t>(head - shape.num_heads - shape.num_kv_heads) * d_head;
+      out = v != nullptr ? v + i * kv_row + at : nullptr;
+      slot = cache.v + dst + at;
+      rotate = false;
+    }
+    if (rotate && d < half) {
+      const float x1 = __ldg(in + d), x2 = __ldg(in + d + half);
+      // Separate roundings, as the CPU computes it (no fused multiply-add).
+      const float y1 = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+      const float y2 = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+      if (out != nullptr) {
+        out[d] = y1;
+        out[d + half] = y2;
+      }
+      if (slot != nullptr) {
+        slot[d] = y1;
+        slot[d + half] = y2;
+      }
+    } else if (!rotate || d >= 2 * half) {
+      const float x = __ldg(in + d);
+      if (out != nullptr) out[d] = x;
+      if (slot != nullptr) slot[d] = x;
+    }
+  }
+}
+
+}  // namespace
+
+void launch_qkv_rope_store(const float* qkv, int64_t t, const QkvShape& shape, StepTokens tokens,
+                           const float* inv_freq, const int32_t* token_seq, float* q, float* k, float* v,
+                           PagedKv cache, cudaStream_t stream) {
+  if (t <= 0) return;
+  const int heads_per_group = kThreads / shape.head_dim;
+  const int total_heads = shape.num_heads + 2 * shape.num_kv_heads;
+  const int64_t groups = (total_heads + heads_per_group - 1) / heads_per_group;
+  // A group per block for small steps (decode: the heads spread over the GPU); for long ones,
+  // enough blocks for a few waves, each taking several groups with one evaluation of cos and sin.
+  const int64_t blocks_per_token = std::clamp<int64_t>(kTargetBlocks / t, 1, groups);
+  const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>(blocks_per_token));
+  qkv_rope_store_kernel<<<grid, kThreads, 0, stream>>>(qkv, shape, tokens, inv_freq, token_seq, q, k, v, cache);
+}
+
+bool qkv_rope_store_supported(const QkvShape& shape) {
+  return shape.head_dim > 0 && shape.head_dim <= kThreads && shape.rotary_dim % 2 == 0 &&
+         shape.rotary_dim <= shape.head_dim && shape.rotary_dim / 2 <= kMaxHalf;
+}
+
+}  // namespace kiln::cuda
