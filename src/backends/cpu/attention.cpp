@@ -1,6 +1,12 @@
-#include "backends/cpu/attention.h"
-
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized (GCC bug 105593; see matmul_avx512.cpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
+
+#include "backends/cpu/attention.h"
 #include <omp.h>
 
 #include <algorithm>
@@ -219,6 +225,68 @@ struct Avx2Ops {
   }
 };
 
+// ---- AVX-512 inner loops for head_dim a multiple of 16, up to 128 (others take Avx2Ops). ----
+#define KILN_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+
+struct Avx512Ops {
+  static bool fits(int64_t head_dim) { return head_dim % 16 == 0 && head_dim <= 128; }
+
+  // q stays in registers; four keys at a time. Each key's 16 lanes fold to 8 and then go through
+  // hsum4's tree, alone or with three others, so a key's score does not depend on the grouping.
+  KILN_AVX512 static void scores(const float* q, const float* k, int64_t kv_row, int64_t count,
+                                 int64_t head_dim, float scale, float* s) {
+    if (!fits(head_dim)) return Avx2Ops::scores(q, k, kv_row, count, head_dim, scale, s);
+    const int64_t nv = head_dim / 16;
+    __m512 qv[8];
+    for (int64_t v = 0; v < nv; ++v) qv[v] = _mm512_loadu_ps(q + 16 * v);
+    int64_t j = 0;
+    for (; j + 4 <= count; j += 4) {
+      const float* k0 = k + j * kv_row;
+      __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+      __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+      for (int64_t v = 0; v < nv; ++v) {
+        a0 = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(k0 + 16 * v), a0);
+        a1 = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(k0 + kv_row + 16 * v), a1);
+        a2 = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(k0 + 2 * kv_row + 16 * v), a2);
+        a3 = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(k0 + 3 * kv_row + 16 * v), a3);
+      }
+      const __m128 dots = hsum4(fold(a0), fold(a1), fold(a2), fold(a3));
+      _mm_storeu_ps(s + j, _mm_mul_ps(dots, _mm_set1_ps(scale)));
+    }
+    for (; j < count; ++j) {
+      const float* kj = k + j * kv_row;
+      __m512 a0 = _mm512_setzero_ps();
+      for (int64_t v = 0; v < nv; ++v) a0 = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(kj + 16 * v), a0);
+      const __m256 f = fold(a0);
+      s[j] = _mm_cvtss_f32(_mm_mul_ps(hsum4(f, f, f, f), _mm_set1_ps(scale)));
+    }
+  }
+
+  static double softmax_numerators(float* s, int64_t n) { return Avx2Ops::softmax_numerators(s, n); }
+
+  // acc stays in registers over all the keys; each lane's FMAs run in key order, as Avx2Ops's do,
+  // so the sums are the same bits.
+  KILN_AVX512 static void accumulate(const float* p, const float* v, int64_t kv_row, int64_t count,
+                                     int64_t head_dim, float* acc) {
+    if (!fits(head_dim)) return Avx2Ops::accumulate(p, v, kv_row, count, head_dim, acc);
+    const int64_t nv = head_dim / 16;
+    __m512 a[8];
+    for (int64_t c = 0; c < nv; ++c) a[c] = _mm512_loadu_ps(acc + 16 * c);
+    for (int64_t j = 0; j < count; ++j) {
+      const float* vj = v + j * kv_row;
+      const __m512 pj = _mm512_set1_ps(p[j]);
+      for (int64_t c = 0; c < nv; ++c) a[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 16 * c), a[c]);
+    }
+    for (int64_t c = 0; c < nv; ++c) _mm512_storeu_ps(acc + 16 * c, a[c]);
+  }
+
+  // Lanes i and i + 8 added: 16 lanes to 8.
+  KILN_AVX512 static __m256 fold(__m512 x) {
+    return _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
+  }
+};
+
+#undef KILN_AVX512
 #undef KILN_AVX2
 
 // Scores, softmax and weighted sum of values for one task. The heads of a task share their
@@ -354,7 +422,9 @@ void attention(const float* q, int64_t q_stride, const float* k, int64_t k_strid
   g.kv_row = shape.num_kv_heads * shape.head_dim;
   g.head_dim = shape.head_dim;
   g.scale = shape.scale;
-  if (isa_active() >= Isa::kAvx2) {
+  if (isa_active() >= Isa::kAvx512) {
+    attend_all<Avx512Ops>(q, q_stride, batch, shape, g, out);
+  } else if (isa_active() >= Isa::kAvx2) {
     attend_all<Avx2Ops>(q, q_stride, batch, shape, g, out);
   } else {
     attend_all<ScalarOps>(q, q_stride, batch, shape, g, out);
@@ -378,3 +448,7 @@ std::vector<float> alibi_slopes(int64_t num_heads) {
 }
 
 }  // namespace kiln::cpu
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
