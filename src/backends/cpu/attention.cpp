@@ -225,7 +225,7 @@ struct Avx2Ops {
   }
 };
 
-// ---- AVX-512 inner loops for head_dim a multiple of 16, up to 128 (others take Avx2Ops). ----
+// ---- AVX-512 inner loops for the head sizes fits() accepts; attention() sends others to Avx2Ops. ----
 #define KILN_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
 
 struct Avx512Ops {
@@ -235,7 +235,6 @@ struct Avx512Ops {
   // hsum4's tree, alone or with three others, so a key's score does not depend on the grouping.
   KILN_AVX512 static void scores(const float* q, const float* k, int64_t kv_row, int64_t count,
                                  int64_t head_dim, float scale, float* s) {
-    if (!fits(head_dim)) return Avx2Ops::scores(q, k, kv_row, count, head_dim, scale, s);
     const int64_t nv = head_dim / 16;
     __m512 qv[8];
     for (int64_t v = 0; v < nv; ++v) qv[v] = _mm512_loadu_ps(q + 16 * v);
@@ -268,7 +267,6 @@ struct Avx512Ops {
   // so the sums are the same bits.
   KILN_AVX512 static void accumulate(const float* p, const float* v, int64_t kv_row, int64_t count,
                                      int64_t head_dim, float* acc) {
-    if (!fits(head_dim)) return Avx2Ops::accumulate(p, v, kv_row, count, head_dim, acc);
     const int64_t nv = head_dim / 16;
     __m512 a[8];
     for (int64_t c = 0; c < nv; ++c) a[c] = _mm512_loadu_ps(acc + 16 * c);
@@ -422,7 +420,7 @@ void attention(const float* q, int64_t q_stride, const float* k, int64_t k_strid
   g.kv_row = shape.num_kv_heads * shape.head_dim;
   g.head_dim = shape.head_dim;
   g.scale = shape.scale;
-  if (isa_active() >= Isa::kAvx512) {
+  if (isa_active() >= Isa::kAvx512 && Avx512Ops::fits(shape.head_dim)) {
     attend_all<Avx512Ops>(q, q_stride, batch, shape, g, out);
   } else if (isa_active() >= Isa::kAvx2) {
     attend_all<Avx2Ops>(q, q_stride, batch, shape, g, out);
