@@ -544,7 +544,11 @@ TEST_F(ServingEngineTest, StopStringsAndObserver) {
   ASSERT_TRUE(o.finished);
   EXPECT_EQ(o.finish[0], FinishReason::kStop);
   EXPECT_EQ(o.text[0], full.text.substr(0, full.text.find(p.stop[0])));
-  EXPECT_TRUE(wait_for_stats(*engine, [&](const ServingStats& st) { return st.steps == observed_steps.load(); }));
+  // The stream ends inside the last step; the step is counted and observed after that, and the
+  // stats that first show the request finished are published after both.
+  EXPECT_TRUE(wait_for_stats(*engine, [&](const ServingStats& st) {
+    return st.requests_finished == 1 && st.steps == observed_steps.load();
+  }));
   EXPECT_GT(observed_tokens.load(), static_cast<int64_t>(prompt.size()));
 }
 
