@@ -14,8 +14,8 @@ namespace {
 // (it is used where timing picks it, not by default).
 std::vector<const MatmulKernel*> all_kernels() {
   std::vector<const MatmulKernel*> all;
-  for (auto table : {detail::matmul_kernels_avx512_panel(), detail::matmul_kernels_avx512bf16(),
-                     detail::matmul_kernels_avx512_float(), detail::matmul_kernels_avx2_panel(),
+  for (auto table : {detail::matmul_kernels_avx512_panel(), detail::matmul_kernels_avx512_float(),
+                     detail::matmul_kernels_avx512bf16(), detail::matmul_kernels_avx2_panel(),
                      detail::matmul_kernels_avx2_q8dot(), detail::matmul_kernels_avx2_float(),
                      detail::matmul_kernels_scalar()}) {
     for (const MatmulKernel& kernel : table) all.push_back(&kernel);

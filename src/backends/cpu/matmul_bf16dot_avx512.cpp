@@ -10,7 +10,13 @@
 // Prefill-sized calls pack a task's 4 panels (32 output columns) into [k / 2][32] lanes, two
 // vectors per position pair, and run 12 x 2 tiles: per pair of positions, 2 weight loads, 12
 // broadcasts of an activation pair and 24 vdpbf16ps. Decode-sized calls are memory bound and
-// run the exact AVX2 panel kernel. Compiled with a target pragma; only called when
+// run the exact AVX2 panel kernel.
+//
+// Plain bf16 weights (rows that an embedding lookup also reads, such as a tied lm_head, or a
+// layout the build timed faster at decode) take the product along k instead: a 6 x 4 tile of
+// activation rows by weight rows loads 32 positions of each and runs 24 vdpbf16ps, and each of
+// the 24 lane vectors is summed at the end, four at a time through one shuffle tree. No
+// packing, so it serves every m. Compiled with a target pragma; only called when
 // isa_active() >= Isa::kAvx512Bf16.
 //
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized (GCC bug 105593; see matmul_avx512.cpp).
@@ -159,8 +165,100 @@ void matmul_bf16dot(const float* x, int64_t m, int64_t k, const std::byte* w, in
   });
 }
 
+// ---- Plain bf16 rows: the product along k. ----
+
+constexpr int kRowTileX = 6;  // activation rows per tile
+constexpr int kRowTileW = 4;  // weight rows per tile: one shuffle tree sums the four
+
+// {sum(a0), sum(a1), sum(a2), sum(a3)}: halves, then quarters, then lanes within a quarter.
+__m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+  const __m512 s01 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44), _mm512_shuffle_f32x4(a0, a1, 0xEE));
+  const __m512 s23 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xEE));
+  __m512 s = _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xDD));
+  s = _mm512_add_ps(s, _mm512_permute_ps(s, 0x4E));
+  s = _mm512_add_ps(s, _mm512_permute_ps(s, 0xB1));
+  return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s));
+}
+
+// y[0:MR, 0:NR] = (bias) + xb[0:MR, 0:k] · w[0:NR, 0:k]^T; rows of both are k bf16 apart.
+template <int MR, int NR>
+void row_tile(const uint16_t* xb, int64_t k, const uint16_t* w, float* y, int64_t ldy, const float* bias) {
+  __m512 acc[MR][kRowTileW];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 4
+    for (int z = 0; z < kRowTileW; ++z) acc[r][z] = _mm512_setzero_ps();
+  }
+  const auto step = [&](int64_t c, __mmask32 mask) {
+    __m512i wv[NR];
+#pragma GCC unroll 4
+    for (int z = 0; z < NR; ++z) wv[z] = _mm512_maskz_loadu_epi16(mask, w + z * k + c);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m512i xv = _mm512_maskz_loadu_epi16(mask, xb + r * k + c);
+#pragma GCC unroll 4
+      for (int z = 0; z < NR; ++z) {
+        acc[r][z] = _mm512_dpbf16_ps(acc[r][z], reinterpret_cast<const __m512bh&>(xv),
+                                     reinterpret_cast<const __m512bh&>(wv[z]));
+      }
+    }
+  };
+  int64_t c = 0;
+  for (; c + 32 <= k; c += 32) step(c, ~__mmask32{0});
+  if (c < k) step(c, static_cast<__mmask32>((uint64_t{1} << (k - c)) - 1));
+  constexpr auto kMask = static_cast<__mmask8>((1u << NR) - 1);
+  const __m128 b = bias != nullptr ? _mm_maskz_loadu_ps(kMask, bias) : _mm_setzero_ps();
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    _mm_mask_storeu_ps(y + r * ldy, kMask, _mm_add_ps(b, sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3])));
+  }
+}
+
+template <int MR, int NR>
+void row_tile_edge(int mr, const uint16_t* xb, int64_t k, const uint16_t* w, float* y, int64_t ldy,
+                   const float* bias) {
+  if constexpr (MR > 1) {
+    if (mr < MR) return row_tile_edge<MR - 1, NR>(mr, xb, k, w, y, ldy, bias);
+  }
+  row_tile<MR, NR>(xb, k, w, y, ldy, bias);
+}
+
+void row_tile_any(int mr, int nr, const uint16_t* xb, int64_t k, const uint16_t* w, float* y, int64_t ldy,
+                  const float* bias) {
+  switch (nr) {
+    case 4: return row_tile_edge<kRowTileX, 4>(mr, xb, k, w, y, ldy, bias);
+    case 3: return row_tile_edge<kRowTileX, 3>(mr, xb, k, w, y, ldy, bias);
+    case 2: return row_tile_edge<kRowTileX, 2>(mr, xb, k, w, y, ldy, bias);
+    default: return row_tile_edge<kRowTileX, 1>(mr, xb, k, w, y, ldy, bias);
+  }
+}
+
+void matmul_bf16dot_rows(const float* x, int64_t m, int64_t k, const std::byte* w, int64_t n, const float* bias,
+                         float* y) {
+  auto* xb = static_cast<uint16_t*>(
+      detail::matmul_scratch(static_cast<size_t>(m * k) * sizeof(uint16_t), detail::kScratchActivations));
+  const auto* wb = reinterpret_cast<const uint16_t*>(w);
+  const detail::Blocking bl = detail::matmul_blocking(m, n, k, kRowTileX, kRowTileW, 0, 0, 1);
+  const auto round_rows = [&] {
+#pragma omp for schedule(static) nowait
+    for (int64_t r = 0; r < m; ++r) round_row_to_bf16(x + r * k, k, xb + r * k);
+  };
+  detail::matmul_parallel(m, n, bl, round_rows, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    // Four weight rows stay in L1 while every activation row of the block passes them.
+    for (int64_t j = j0; j < j1; j += kRowTileW) {
+      const int nr = static_cast<int>(std::min<int64_t>(kRowTileW, j1 - j));
+      const float* bb = bias != nullptr ? bias + j : nullptr;
+      for (int64_t i = i0; i < i1; i += kRowTileX) {
+        const int mr = static_cast<int>(std::min<int64_t>(kRowTileX, i1 - i));
+        row_tile_any(mr, nr, xb + i * k, k, wb + j * k, y + i * n + j, n, bb);
+      }
+    }
+  });
+}
+
 constexpr MatmulKernel kKernels[] = {
     {"bf16p8.avx512bf16.dot", WeightFormat::kBF16Panel8, Isa::kAvx512Bf16, matmul_bf16dot},
+    {"bf16.avx512bf16.dot", WeightFormat::kBF16, Isa::kAvx512Bf16, matmul_bf16dot_rows},
 };
 
 }  // namespace
