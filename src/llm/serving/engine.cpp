@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -63,6 +64,7 @@ struct ServingEngine::Impl {
         scheduler(blocks, SchedulerConfig{options_in.max_num_seqs, options_in.max_batch_tokens, max_seq_len}),
         queue(options_in.max_queue) {}
 
+  Status probe();
   void run();
   void intake(const std::shared_ptr<ResponseStream>& stream);
   void sweep();
@@ -110,6 +112,16 @@ ServingEngine::~ServingEngine() {
   if (impl_) shutdown(0);
 }
 
+Status ServingEngine::Impl::probe() {
+  // The block it writes is free and will be overwritten.
+  const int32_t token = 0, block = 0;
+  runtime::SequenceStep step;
+  step.tokens = {&token, 1};
+  step.block_table = {&block, 1};
+  auto logits = executor.step({&step, 1}, *cache);
+  return logits ? Status::ok() : logits.status();
+}
+
 Expected<std::unique_ptr<ServingEngine>> ServingEngine::create(runtime::Executor& executor, const Tokenizer& tokenizer,
                                                                std::vector<int32_t> eos_ids,
                                                                const ServingOptions& options) {
@@ -142,25 +154,29 @@ Expected<std::unique_ptr<ServingEngine>> ServingEngine::create(runtime::Executor
   o.kv_cache_bytes = static_cast<uint64_t>(num_blocks) * block_bytes;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::KvCache> cache, executor.create_kv_cache(num_blocks, o.block_size));
 
-  // One token through the model before serving: checks that the executor runs and warms the
-  // backend up, so that the first request does not pay for it. The block it writes is free and
-  // will be overwritten.
-  const int32_t probe_token = 0, probe_block = 0;
-  runtime::SequenceStep probe;
-  probe.tokens = {&probe_token, 1};
-  probe.block_table = {&probe_block, 1};
-  auto logits = executor.step({&probe, 1}, *cache);
-  if (!logits) return logits.status().with_context("a first step through the engine failed");
   const int64_t vocab = executor.vocab_size();
-
   auto impl = std::make_unique<Impl>(executor, tokenizer, std::move(eos_ids), o, vocab, std::move(cache));
   std::unique_ptr<ServingEngine> engine(new ServingEngine(std::move(impl)));
   Impl* m = engine->impl_.get();
   m->publish_stats();
-  m->thread = std::thread([m] {
+  // One token through the model before serving: checks that the executor runs and warms the
+  // backend up, so that the first request does not pay for it. It runs on the engine thread, as
+  // every later step does: a CPU backend's OpenMP runtime keeps a pool of worker threads for
+  // each thread that starts parallel work, and an idle second pool (the caller's) counts against
+  // the cores, after which workers sleep at every barrier instead of spinning briefly.
+  std::promise<Status> probed;
+  std::future<Status> probe_status = probed.get_future();
+  m->thread = std::thread([m, probed = std::move(probed)]() mutable {
     set_current_thread_name("kiln-engine");
-    m->run();
+    Status status = m->probe();
+    const bool ok = status.is_ok();
+    probed.set_value(std::move(status));
+    if (ok) m->run();
   });
+  if (Status status = probe_status.get(); !status.is_ok()) {
+    m->thread.join();
+    return status.with_context("a first step through the engine failed");
+  }
   return engine;
 }
 
