@@ -168,6 +168,7 @@ Expected<std::unique_ptr<ServingEngine>> ServingEngine::create(runtime::Executor
   std::future<Status> probe_status = probed.get_future();
   m->thread = std::thread([m, probed = std::move(probed)]() mutable {
     set_current_thread_name("kiln-engine");
+    if (m->options.on_engine_thread_start) m->options.on_engine_thread_start();
     Status status = m->probe();
     const bool ok = status.is_ok();
     probed.set_value(std::move(status));
@@ -241,7 +242,6 @@ const ServingOptions& ServingEngine::options() const { return impl_->options; }
 // ---- The engine thread ----
 
 void ServingEngine::Impl::run() {
-  if (options.on_engine_thread_start) options.on_engine_thread_start();
   bool wait = true;
   while (true) {
     incoming.clear();
