@@ -385,6 +385,9 @@ std::vector<double> alibi_power_of_two(int64_t n) {
   return slopes;
 }
 
+// Steps with fewer rows store them on the calling thread (a parallel region costs more).
+constexpr int64_t kParallelStoreRows = 16;
+
 }  // namespace
 
 void kv_cache_store(const float* k, int64_t k_stride, const float* v, int64_t v_stride,
@@ -393,16 +396,19 @@ void kv_cache_store(const float* k, int64_t k_stride, const float* v, int64_t v_
   const int64_t kv_row = num_kv_heads * head_dim;
   const size_t row_bytes = static_cast<size_t>(kv_row) * sizeof(float);
   const int32_t* qs = batch.query_start;
-  for (int64_t s = 0; s < batch.num_seqs; ++s) {
-    const int32_t* table = batch.block_tables[s];
-    for (int64_t i = qs[s]; i < qs[s + 1]; ++i) {
-      const int64_t pos = batch.context_len[s] + (i - qs[s]);
-      const int64_t block = table[pos / cache.block_size];
-      KILN_CHECK(block >= 0 && block < cache.num_blocks);
-      const int64_t slot = block * cache.block_size + pos % cache.block_size;
-      std::memcpy(cache.k + slot * kv_row, k + i * k_stride, row_bytes);
-      std::memcpy(cache.v + slot * kv_row, v + i * v_stride, row_bytes);
-    }
+  const int64_t row_begin = qs[0];
+  const int64_t rows = qs[batch.num_seqs] - row_begin;
+  // The slots are scattered over the pool and mostly out of cache: each row costs cache and TLB
+  // misses rather than bandwidth, so the rows are shared among the threads.
+#pragma omp parallel for schedule(static) if (rows >= kParallelStoreRows)
+  for (int64_t i = row_begin; i < row_begin + rows; ++i) {
+    const int64_t s = std::upper_bound(qs, qs + batch.num_seqs + 1, static_cast<int32_t>(i)) - qs - 1;
+    const int64_t pos = batch.context_len[s] + (i - qs[s]);
+    const int64_t block = batch.block_tables[s][pos / cache.block_size];
+    KILN_CHECK(block >= 0 && block < cache.num_blocks);
+    const int64_t slot = block * cache.block_size + pos % cache.block_size;
+    std::memcpy(cache.k + slot * kv_row, k + i * k_stride, row_bytes);
+    std::memcpy(cache.v + slot * kv_row, v + i * v_stride, row_bytes);
   }
 }
 
