@@ -2,6 +2,9 @@
 
 #include "server/openai_protocol.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -34,6 +37,19 @@ std::string lower(beast::string_view s) {
   std::string out = str(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
+}
+
+// The network threads run at a lower priority than the engine thread (nice +10, which needs no
+// privilege). With as many compute threads as cores, a network thread woken to send a token would
+// otherwise preempt the engine thread between steps, where it samples and hands out the step's
+// tokens; they get the cores whenever the engine waits, and a share of them while it computes.
+// Measured on the demo model with 2 threads on 2 cores: the engine thread's time between steps
+// falls from 13-16% to 6-9% of the step time at 16 and 64 streams. Best effort: a refusal
+// leaves the thread as it was.
+constexpr int kNetworkThreadNice = 10;
+
+void lower_current_thread_priority() {
+  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kNetworkThreadNice);
 }
 
 // Counts exchanges in flight, for a graceful stop.
@@ -410,6 +426,7 @@ Status HttpServer::start() {
   for (int i = 0; i < impl_->config.network_threads; ++i) {
     impl_->threads.emplace_back([this] {
       set_current_thread_name("kiln-http");
+      lower_current_thread_priority();
       impl_->ioc.run();
     });
   }
