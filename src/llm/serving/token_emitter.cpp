@@ -1,8 +1,49 @@
 #include "llm/serving/token_emitter.h"
 
 #include <limits>
+#include <span>
 
 namespace kiln::llm {
+namespace {
+
+// The first index of the largest value, or -1 when none is above -inf; NaN never wins. Sixteen
+// lanes keep their own best (the first in the lane), merged by value and then by lowest index,
+// so that the loop vectorises: greedy decoding scans the whole vocabulary for every token.
+int32_t first_argmax(std::span<const float> x) {
+  constexpr size_t kLanes = 16;
+  float best[kLanes];
+  int32_t at[kLanes];
+  for (size_t l = 0; l < kLanes; ++l) {
+    best[l] = -std::numeric_limits<float>::infinity();
+    at[l] = -1;
+  }
+  const size_t body = x.size() / kLanes * kLanes;
+  for (size_t i = 0; i < body; i += kLanes) {
+    for (size_t l = 0; l < kLanes; ++l) {
+      const float v = x[i + l];
+      const bool better = v > best[l];  // NaN compares false
+      best[l] = better ? v : best[l];
+      at[l] = better ? static_cast<int32_t>(i + l) : at[l];
+    }
+  }
+  float b = -std::numeric_limits<float>::infinity();
+  int32_t token = -1;
+  for (size_t l = 0; l < kLanes; ++l) {
+    if (at[l] >= 0 && (best[l] > b || (best[l] == b && at[l] < token))) {
+      b = best[l];
+      token = at[l];
+    }
+  }
+  for (size_t i = body; i < x.size(); ++i) {
+    if (x[i] > b) {
+      b = x[i];
+      token = static_cast<int32_t>(i);
+    }
+  }
+  return token;
+}
+
+}  // namespace
 
 TokenEmitter::TokenEmitter(const SamplingParams& params, std::span<const int32_t> prompt, const Tokenizer& tokenizer,
                            bool skip_special_tokens, std::span<const int32_t> eos_ids, int64_t max_seq_len)
@@ -22,13 +63,7 @@ Expected<int32_t> TokenEmitter::step(std::span<const float> logits, RequestEvent
   std::optional<float> logprob;
   std::vector<TokenLogprob> top;
   if (plain_greedy_) {
-    float best = -std::numeric_limits<float>::infinity();
-    for (size_t i = 0; i < logits.size(); ++i) {
-      if (logits[i] > best) {  // NaN compares false, so it never wins
-        best = logits[i];
-        token = static_cast<int32_t>(i);
-      }
-    }
+    token = first_argmax(logits);
     if (token >= 0 && want_logprobs_) {
       const LogSoftmaxNorm norm = log_softmax_norm(logits);
       logprob = logprob_of(logits, norm, token);

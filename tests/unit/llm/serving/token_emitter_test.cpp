@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -50,6 +51,9 @@ TEST(TokenEmitter, GreedyFastPathAgreesWithTheSampler) {
     for (float& v : row) v = normal(rng);
     if (i % 3 == 0) row[17] = std::numeric_limits<float>::quiet_NaN();
     if (i % 5 == 0) row[40] = row[41] = 100.0f;  // a tie goes to the lower id
+    if (i % 7 == 0) row[35] = row[20] = 200.0f;  // ... also from a lane that comes later
+    if (i % 11 == 0) row[kVocab - 1] = 300.0f;   // the last id
+    if (i % 13 == 0) std::fill(row.begin(), row.end(), -1.0f);  // all equal: id 0
     RequestEvent event;
     auto token = emitter.step(row, event);
     ASSERT_TRUE(token) << token.status().message();
