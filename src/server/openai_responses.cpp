@@ -82,6 +82,32 @@ std::string stream_end_events(const GenerationPlan& plan, const llm::RequestUsag
   return out + "data: [DONE]\n\n";
 }
 
+// Streaming writes one chunk per token per stream, so the chunks without logprobs are written
+// directly rather than built as a tree of maps (about twenty allocations each): the same bytes as
+// dump_json of the object (keys in its sorted order, no spaces), which the tests check.
+std::string json_string(std::string_view s) { return dump_json(json(std::string(s))); }
+
+std::string finish_text(llm::FinishReason r) {
+  if (r == llm::FinishReason::kNone) return "null";
+  return "\"" + std::string(llm::finish_reason_name(r)) + "\"";
+}
+
+// `choice` holds the choice object's members; the chunk's own members follow it.
+std::string chunk_event(const GenerationPlan& plan, const std::string& choice, std::string_view object) {
+  std::string j = "{\"choices\":[{";
+  j += choice;
+  j += "}],\"created\":";
+  j += std::to_string(plan.created);
+  j += ",\"id\":";
+  j += json_string(plan.id);
+  j += ",\"model\":";
+  j += json_string(plan.model);
+  j += ",\"object\":\"";
+  j += object;
+  j += plan.include_usage ? "\",\"usage\":null}" : "\"}";
+  return sse_event(j);
+}
+
 class CompletionFormat : public ResponseFormat {
  public:
   explicit CompletionFormat(const ServedModel& m) : m_(m) {}
@@ -98,10 +124,18 @@ class CompletionFormat : public ResponseFormat {
       out_text += text;
       out_tokens.insert(out_tokens.end(), tokens.begin(), tokens.end());
     }
+    const llm::FinishReason finish =
+        plan.discard_generated && c.finish != llm::FinishReason::kNone ? llm::FinishReason::kLength : c.finish;
+    if (plan.logprobs < 0) {
+      std::string members = "\"finish_reason\":" + finish_text(finish) + ",\"index\":" + std::to_string(c.index) +
+                            ",\"logprobs\":null,\"stop_reason\":" + (c.stop_string ? json_string(*c.stop_string) : "null") +
+                            ",\"text\":" + json_string(out_text);
+      return chunk_event(plan, members, "text_completion");
+    }
     json choice = {{"index", c.index}, {"text", out_text}, {"logprobs", nullptr},
-                   {"finish_reason", plan.discard_generated && c.finish != llm::FinishReason::kNone ? json("length") : finish_json(c.finish)},
+                   {"finish_reason", finish_json(finish)},
                    {"stop_reason", c.stop_string ? json(*c.stop_string) : json(nullptr)}};
-    if (plan.logprobs >= 0) choice["logprobs"] = completion_logprobs(m_, out_tokens, c.text_offset);
+    choice["logprobs"] = completion_logprobs(m_, out_tokens, c.text_offset);
     json chunk = {{"id", plan.id}, {"object", "text_completion"}, {"created", plan.created}, {"model", plan.model},
                   {"choices", json::array({choice})}};
     if (plan.include_usage) chunk["usage"] = nullptr;
@@ -147,11 +181,17 @@ class ChatFormat : public ResponseFormat {
 
   std::string stream_chunk(const GenerationPlan& plan, const ChoiceState& c, const PromptState&, std::string_view text,
                            std::span<const llm::TokenInfo> tokens, bool first) override {
+    if (plan.logprobs < 0) {
+      std::string members = "\"delta\":{\"content\":" + json_string(text) + (first ? ",\"role\":\"assistant\"}" : "}") +
+                            ",\"finish_reason\":" + finish_text(c.finish) + ",\"index\":" + std::to_string(c.index) +
+                            ",\"logprobs\":null";
+      return chunk_event(plan, members, "chat.completion.chunk");
+    }
     json delta = json::object();
     if (first) delta["role"] = "assistant";
     delta["content"] = std::string(text);
     json choice = {{"index", c.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish_json(c.finish)}};
-    if (plan.logprobs >= 0) choice["logprobs"] = chat_logprobs(m_, tokens);
+    choice["logprobs"] = chat_logprobs(m_, tokens);
     json chunk = {{"id", plan.id}, {"object", "chat.completion.chunk"}, {"created", plan.created}, {"model", plan.model},
                   {"choices", json::array({choice})}};
     if (plan.include_usage) chunk["usage"] = nullptr;

@@ -346,6 +346,50 @@ TEST(OpenAiResponses, ChatStreamChunksAndEnd) {
   EXPECT_EQ(end.substr(end.size() - 14), "data: [DONE]\n\n");
 }
 
+// Stream chunks without logprobs are written directly: the bytes must be those of the object
+// tree the non-streaming code builds, serialised (sorted keys, no spaces).
+TEST(OpenAiResponses, DirectStreamChunksAreTheSerialisedObjects) {
+  const std::string texts[] = {"Yes", "", "say \"hi\"\n\tand \\ back", "caf\xc3\xa9 \xe2\x82\xac", "ab\xe2\x80"};
+  const llm::FinishReason finishes[] = {llm::FinishReason::kNone, llm::FinishReason::kStop, llm::FinishReason::kLength};
+  for (bool usage : {false, true}) {
+    const std::string opts = usage ? R"(, "stream_options": {"include_usage": true})" : "";
+    auto r = parse_chat_request(
+        json::parse(R"({"messages": [{"role": "user", "content": "Hi"}], "stream": true)" + opts + "}"), demo(), "req");
+    const GenerationPlan& chat = std::get<GenerationPlan>(r);
+    GenerationPlan comp = completion(R"({"prompt": "It is", "stream": true)" + opts + "}");
+    for (const std::string& text : texts) {
+      for (llm::FinishReason finish : finishes) {
+        for (bool first : {false, true}) {
+          ChoiceState c;
+          c.index = first ? 0 : 3;
+          c.finish = finish;
+          if (finish == llm::FinishReason::kStop) c.stop_string = "\"end\"";
+          json delta = json::object();
+          if (first) delta["role"] = "assistant";
+          delta["content"] = text;
+          json chat_want = {{"id", chat.id}, {"object", "chat.completion.chunk"}, {"created", chat.created},
+                            {"model", chat.model},
+                            {"choices", json::array({{{"index", c.index}, {"delta", delta}, {"logprobs", nullptr},
+                                                      {"finish_reason", finish == llm::FinishReason::kNone
+                                                                            ? json(nullptr)
+                                                                            : json(llm::finish_reason_name(finish))}}})}};
+          if (usage) chat_want["usage"] = nullptr;
+          EXPECT_EQ(make_chat_format(demo())->stream_chunk(chat, c, PromptState{}, text, {}, first),
+                    "data: " + dump_json(chat_want) + "\n\n");
+          json comp_want = {{"id", comp.id}, {"object", "text_completion"}, {"created", comp.created},
+                            {"model", comp.model},
+                            {"choices", json::array({{{"index", c.index}, {"text", text}, {"logprobs", nullptr},
+                                                      {"finish_reason", chat_want["choices"][0]["finish_reason"]},
+                                                      {"stop_reason", c.stop_string ? json(*c.stop_string) : json(nullptr)}}})}};
+          if (usage) comp_want["usage"] = nullptr;
+          EXPECT_EQ(make_completion_format(demo())->stream_chunk(comp, c, PromptState{}, text, {}, first),
+                    "data: " + dump_json(comp_want) + "\n\n");
+        }
+      }
+    }
+  }
+}
+
 TEST(OpenAiResponses, ErrorObjectShapeAndHeaders) {
   ApiError e = ApiError::bad_field("max_tokens", "max_tokens must be positive");
   json j = json::parse(openai_error_body(e));
