@@ -118,8 +118,12 @@ Status ServingEngine::Impl::probe() {
   runtime::SequenceStep step;
   step.tokens = {&token, 1};
   step.block_table = {&block, 1};
-  auto logits = executor.step({&step, 1}, *cache);
-  return logits ? Status::ok() : logits.status();
+  try {
+    auto logits = executor.step({&step, 1}, *cache);
+    return logits ? Status::ok() : logits.status();
+  } catch (const std::exception& e) {  // on the engine thread, where nothing may escape
+    return internal_error(e.what());
+  }
 }
 
 Expected<std::unique_ptr<ServingEngine>> ServingEngine::create(runtime::Executor& executor, const Tokenizer& tokenizer,
