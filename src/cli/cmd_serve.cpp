@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <csignal>
+#include <exception>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -132,7 +133,11 @@ Expected<std::string> demo_engine(int threads) {
   Status built;
   std::thread([&] {
     cpu::cpu_set_threads(threads);
-    built = engine::build_engine(req, hooks);
+    try {
+      built = engine::build_engine(req, hooks);
+    } catch (const std::exception& e) {  // nothing may escape a thread
+      built = internal_error(std::string("compiling the demo model: ") + e.what());
+    }
   }).join();
   KILN_RETURN_IF_ERROR(built);
   fs::rename(req.output_path, cached, ec);
