@@ -71,6 +71,19 @@ void round_row_to_bf16(const float* x, int64_t k, uint16_t* out) {
   }
 }
 
+// The calling thread's buffer for m rows of k bf16 activations, shared with the call's threads.
+uint16_t* activation_scratch(int64_t m, int64_t k) {
+  return static_cast<uint16_t*>(
+      detail::matmul_scratch(static_cast<size_t>(m * k) * sizeof(uint16_t), detail::kScratchActivations));
+}
+
+// Rounds the rows of x [m, k] into xb, shared among the threads of the enclosing parallel region
+// (a matmul_parallel prologue).
+void round_rows_to_bf16(const float* x, int64_t m, int64_t k, uint16_t* xb) {
+#pragma omp for schedule(static) nowait
+  for (int64_t r = 0; r < m; ++r) round_row_to_bf16(x + r * k, k, xb + r * k);
+}
+
 // Copies `np` panels (panel_bytes apart) into dst[k / 2][32 lanes]; panels past np are zero.
 void pack_panels(const std::byte* w, size_t panel_bytes, int np, int64_t k, uint32_t* dst) {
   constexpr size_t kPairBytes = 4 * kPanel;  // one position pair of one panel
@@ -176,16 +189,12 @@ void matmul_bf16dot(const float* x, int64_t m, int64_t k, const std::byte* w, in
                     float* y) {
   if (m < kMinTileRows) return detail::matmul_avx2_panel_fn(WeightFormat::kBF16Panel8)(x, m, k, w, n, bias, y);
   const size_t panel_bytes = static_cast<size_t>(k) * 2 * kPanel;
-  auto* xb = static_cast<uint16_t*>(
-      detail::matmul_scratch(static_cast<size_t>(m * k) * sizeof(uint16_t), detail::kScratchActivations));
+  uint16_t* xb = activation_scratch(m, k);
   detail::Blocking bl;
   bl.mb = m;
   bl.nb = std::min<int64_t>(n, kTaskPanels * kPanel);
   bl.kc = k;
-  const auto round_rows = [&] {
-#pragma omp for schedule(static) nowait
-    for (int64_t r = 0; r < m; ++r) round_row_to_bf16(x + r * k, k, xb + r * k);
-  };
+  const auto round_rows = [&] { round_rows_to_bf16(x, m, k, xb); };
   detail::matmul_parallel(m, n, bl, round_rows, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     const int np = static_cast<int>((j1 - j0) / kPanel);
     const std::byte* panels = w + static_cast<size_t>(j0 / kPanel) * panel_bytes;
@@ -271,14 +280,10 @@ void row_tile_any(int mr, int nr, const uint16_t* xb, int64_t k, const uint16_t*
 
 void matmul_bf16dot_rows(const float* x, int64_t m, int64_t k, const std::byte* w, int64_t n, const float* bias,
                          float* y) {
-  auto* xb = static_cast<uint16_t*>(
-      detail::matmul_scratch(static_cast<size_t>(m * k) * sizeof(uint16_t), detail::kScratchActivations));
+  uint16_t* xb = activation_scratch(m, k);
   const auto* wb = reinterpret_cast<const uint16_t*>(w);
   const detail::Blocking bl = detail::matmul_blocking(m, n, k, kRowTileX, kRowTileW, 0, 0, 1);
-  const auto round_rows = [&] {
-#pragma omp for schedule(static) nowait
-    for (int64_t r = 0; r < m; ++r) round_row_to_bf16(x + r * k, k, xb + r * k);
-  };
+  const auto round_rows = [&] { round_rows_to_bf16(x, m, k, xb); };
   detail::matmul_parallel(m, n, bl, round_rows, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     // Four weight rows stay in L1 while every activation row of the block passes them.
     for (int64_t j = j0; j < j1; j += kRowTileW) {
