@@ -87,10 +87,7 @@ std::string stream_end_events(const GenerationPlan& plan, const llm::RequestUsag
 // dump_json of the object (keys in its sorted order, no spaces), which the tests check.
 std::string json_string(std::string_view s) { return dump_json(json(std::string(s))); }
 
-std::string finish_text(llm::FinishReason r) {
-  if (r == llm::FinishReason::kNone) return "null";
-  return "\"" + std::string(llm::finish_reason_name(r)) + "\"";
-}
+std::string finish_text(llm::FinishReason r) { return dump_json(finish_json(r)); }
 
 // `choice` holds the choice object's members; the chunk's own members follow it.
 std::string chunk_event(const GenerationPlan& plan, const std::string& choice, std::string_view object) {
