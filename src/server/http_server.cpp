@@ -212,9 +212,12 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
+  // Each notification schedules one poll, so polls may outnumber events: one that runs after the
+  // job's last event finds it done again. Only the first answer is written.
   void on_job_events() {
-    if (!job_) return;
+    if (!job_ || job_answered_) return;
     GenerationJob::Output out = job_->poll();
+    if (out.done) job_answered_ = true;
     if (job_->streaming()) {
       pending_ += out.data;
       if (out.done) job_done_ = true;
@@ -319,6 +322,7 @@ class Session : public std::enable_shared_from_this<Session> {
     empty_serializer_.reset();
     last_chunk_sent_ = false;
     job_done_ = false;
+    job_answered_ = false;
     pending_.clear();
     active_.n.fetch_sub(1);
   }
@@ -369,7 +373,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string pending_, write_buf_;
   unsigned version_ = 11;
   bool keep_alive_ = true, head_ = false, in_exchange_ = false, writing_ = false, watching_ = false;
-  bool resume_after_watch_ = false, client_gone_ = false, job_done_ = false, last_chunk_sent_ = false;
+  bool resume_after_watch_ = false, client_gone_ = false, job_done_ = false, job_answered_ = false, last_chunk_sent_ = false;
   bool timed_out_ = false, linger_ = false;
 };
 

@@ -267,6 +267,35 @@ test('a table of malformed requests', async () => {
   assert.ok(metricValue(metrics, 'kiln_http_requests_total', { endpoint: 'other', status: '404' }) >= 1);
 });
 
+test('every request is answered exactly once, streamed or not, many at a time', async () => {
+  // The engine may notify a connection again after its request's last event; a second answer
+  // written on top of the first would corrupt the connection (or the server's memory).
+  const one = async (i) => {
+    // Alternately streamed; one, two or three sequences (n, a list of prompts), each its own
+    // stream of engine events.
+    const stream = i % 2 === 1;
+    const shape = Math.floor(i / 2) % 3;
+    const prompt = shape === 2 ? [PROMPT, 'The sea'] : PROMPT;
+    const n = shape === 1 ? 3 : 1;
+    const body = JSON.stringify({ model, prompt, n, max_tokens: 1 + (i % 5), stream });
+    const raw = await rawRequest(server.port, [
+      `POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    ], { waitMs: 60000 });
+    assert.equal((raw.match(/HTTP\/1\.1 /g) || []).length, 1, `request ${i}: one response, got ${JSON.stringify(raw.slice(0, 1500))}`);
+    assert.equal(statusOf(raw), 200, `request ${i}`);
+    const payload = raw.slice(raw.indexOf('\r\n\r\n') + 4);
+    if (stream) {
+      assert.equal((payload.match(/data: \[DONE\]/g) || []).length, 1, `request ${i}: one [DONE]`);
+      assert.ok(payload.endsWith('0\r\n\r\n'), `request ${i}: the chunked body ends once`);
+    } else {
+      assert.equal(JSON.parse(payload).choices.length, shape === 0 ? 1 : shape === 1 ? 3 : 2, `request ${i}: one completion object`);
+    }
+  };
+  for (let round = 0; round < 24; ++round) await Promise.all(Array.from({ length: 16 }, (_, k) => one(round * 16 + k)));
+  assert.equal((await get(server.base, '/v2/health/live')).status, 200);
+});
+
 test('cancelling a stream mid-way frees its KV blocks', async () => {
   const controller = new AbortController();
   const res = await fetch(server.base + '/v1/completions', {

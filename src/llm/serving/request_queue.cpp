@@ -3,13 +3,13 @@
 namespace kiln::llm {
 
 void ResponseStream::set_notifier(std::function<void()> notify) {
-  bool pending;
+  std::function<void()> now;
   {
     std::lock_guard lock(mu_);
     notify_ = std::move(notify);
-    pending = !events_.empty();
+    if (!events_.empty()) now = notify_;
   }
-  if (pending && notify_) notify_();
+  if (now) now();
 }
 
 bool ResponseStream::pop_all(std::vector<RequestEvent>& out) {
