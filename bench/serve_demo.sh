@@ -2,7 +2,8 @@
 # Serving figures on the demo model: kiln serve on loopback, driven by kiln bench serve at
 # concurrency 1, 16 and 64 with the same random prompts (128 tokens in, 128 out), then the
 # engine's own time against its model-step time from /metrics, and the CPU time of the server's
-# network threads (HTTP, JSON, SSE; named kiln-http) against the same. Usage: bench/serve_demo.sh [THREADS]
+# network threads (HTTP, JSON, SSE; named kiln-http) against the same.
+# Usage: [SERVE_ARGS="--kv-cache-dtype bf16"] bench/serve_demo.sh [THREADS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kiln=build/release/kiln
@@ -11,7 +12,8 @@ port=${KILN_BENCH_PORT:-8019}
 engine=build/release/demo.kiln
 [ -f "$engine" ] || "$kiln" build models/demo -o "$engine" --dtype bf16 >/dev/null
 dd if="$engine" iflag=nocache count=0 status=none
-"$kiln" serve "$engine" --port "$port" --threads "$threads" --max-num-seqs 64 2>/dev/null &
+# shellcheck disable=SC2086  # SERVE_ARGS: extra kiln serve flags, split on spaces
+"$kiln" serve "$engine" --port "$port" --threads "$threads" --max-num-seqs 64 ${SERVE_ARGS:-} 2>/dev/null &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/v2/health/ready" >/dev/null && break; sleep 0.2; done

@@ -41,6 +41,7 @@ struct BenchArgs {
   bool offline = false;
   int64_t batch = 1;
   double kv_cache_gib = 0.0;  // --offline: KV pool size; 0 = the serving engine's default
+  std::string kv_cache_dtype = "fp32";  // --offline
 };
 
 double median(std::vector<double> v) {
@@ -143,6 +144,9 @@ int run_offline_bench(const BenchArgs& a) {
   llm::ServingOptions options;
   options.max_num_seqs = a.batch;
   options.kv_cache_bytes = static_cast<uint64_t>(a.kv_cache_gib * 1073741824.0);
+  auto kv_dtype = runtime::parse_kv_cache_dtype(a.kv_cache_dtype);
+  if (!kv_dtype) return fail(kv_dtype.status().with_context("--kv-cache-dtype"));
+  options.kv_cache_dtype = *kv_dtype;
   options.on_engine_thread_start = [threads = a.threads] { cpu::cpu_set_threads(threads); };
   auto engine = llm::ServingEngine::create(*session->executor, **tokenizer, {}, options);
   if (!engine) return fail(engine.status());
@@ -161,10 +165,11 @@ int run_offline_bench(const BenchArgs& a) {
               session->model->file().header().build_options.c_str());
   std::printf("threads  %d\n", cpu::cpu_threads());
   std::printf("serving  %lld requests of %lld prompt + %lld generated tokens; max_num_seqs %lld, "
-              "max_batch_tokens %lld, KV pool %.0f MiB\n",
+              "max_batch_tokens %lld, KV pool %.0f MiB %s\n",
               static_cast<long long>(a.batch), static_cast<long long>(a.prompt), static_cast<long long>(a.decode),
               static_cast<long long>(used.max_num_seqs), static_cast<long long>(used.max_batch_tokens),
-              static_cast<double>(used.kv_cache_bytes) / (1 << 20));
+              static_cast<double>(used.kv_cache_bytes) / (1 << 20),
+              std::string(runtime::kv_cache_dtype_name(used.kv_cache_dtype)).c_str());
   // A short warm-up run (caches, page tables, thread pool), not measured.
   if (Status st = run_requests(**engine, random_prompts(1), std::min<int64_t>(a.decode, 8)); !st) return fail(st);
 
@@ -258,6 +263,8 @@ CommandFn add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
   cmd->add_flag("--offline", args->offline, "serve --batch requests through the serving engine (no HTTP)");
   cmd->add_option("--batch", args->batch, "requests submitted at once (--offline)")->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV cache element, fp32 or bf16 (--offline)")
+      ->capture_default_str();
   cmd->add_option("--kv-cache-gib", args->kv_cache_gib,
                   "KV pool in GiB (--offline; default: the serving engine's, at most 1 GiB)");
   return [args] { return run_bench(*args); };

@@ -12,15 +12,21 @@ Expected<std::unique_ptr<Executor>> Executor::create(const LoadedModel& model, B
   return ex;
 }
 
-Expected<std::unique_ptr<KvCache>> Executor::create_kv_cache(int64_t num_blocks, int64_t block_size) const {
+Expected<std::unique_ptr<KvCache>> Executor::create_kv_cache(int64_t num_blocks, int64_t block_size,
+                                                             KvCacheDtype dtype) const {
   if (num_blocks <= 0 || block_size <= 0) return invalid_argument("a KV cache needs at least one block of one position");
-  const KvCacheSpec spec = kv_cache_spec(num_blocks, block_size);
+  if (!backend_.supports_kv_cache_dtype(dtype)) {
+    return unimplemented("the " + backend_.target() + " backend has no " + std::string(kv_cache_dtype_name(dtype)) +
+                         " KV cache (use fp32)");
+  }
+  const KvCacheSpec spec = kv_cache_spec(num_blocks, block_size, dtype);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBuffer> storage, backend_.allocate(spec.bytes()));
   return std::make_unique<KvCache>(spec, std::move(storage));
 }
 
-KvCacheSpec Executor::kv_cache_spec(int64_t num_blocks, int64_t block_size) const {
+KvCacheSpec Executor::kv_cache_spec(int64_t num_blocks, int64_t block_size, KvCacheDtype dtype) const {
   KvCacheSpec spec;
+  spec.dtype = dtype;
   spec.num_layers = model_.facts().num_layers;
   spec.num_kv_heads = model_.facts().num_kv_heads;
   spec.head_dim = model_.facts().head_dim;
@@ -36,6 +42,10 @@ Expected<std::span<const float>> Executor::step(std::span<const SequenceStep> se
   if (spec.num_layers != facts.num_layers || spec.num_kv_heads != facts.num_kv_heads ||
       spec.head_dim != facts.head_dim) {
     return invalid_argument("the KV cache was made for another model");
+  }
+  if (!backend_.supports_kv_cache_dtype(spec.dtype)) {
+    return invalid_argument("the " + backend_.target() + " backend has no " +
+                            std::string(kv_cache_dtype_name(spec.dtype)) + " KV cache");
   }
   positions_.clear();
   ids_.clear();

@@ -33,9 +33,11 @@ class Executor {
   Expected<std::span<const float>> step(std::span<const SequenceStep> seqs, KvCache& cache);
 
   // A KV cache spec for this model holding `num_blocks` blocks.
-  KvCacheSpec kv_cache_spec(int64_t num_blocks, int64_t block_size = 16) const;
-  // A KV cache of `num_blocks` blocks in the backend's memory.
-  Expected<std::unique_ptr<KvCache>> create_kv_cache(int64_t num_blocks, int64_t block_size = 16) const;
+  KvCacheSpec kv_cache_spec(int64_t num_blocks, int64_t block_size = 16, KvCacheDtype dtype = KvCacheDtype::kF32) const;
+  // A KV cache of `num_blocks` blocks in the backend's memory; fails when the backend does not
+  // run caches of `dtype`.
+  Expected<std::unique_ptr<KvCache>> create_kv_cache(int64_t num_blocks, int64_t block_size = 16,
+                                                     KvCacheDtype dtype = KvCacheDtype::kF32) const;
   int64_t max_tokens() const { return max_tokens_; }
   int64_t max_seq_len() const { return model_.facts().max_seq_len; }
   int64_t vocab_size() const { return model_.facts().vocab_size; }

@@ -2,6 +2,14 @@
 
 namespace kiln::runtime {
 
+std::string_view kv_cache_dtype_name(KvCacheDtype dtype) { return dtype == KvCacheDtype::kBF16 ? "bf16" : "fp32"; }
+
+Expected<KvCacheDtype> parse_kv_cache_dtype(std::string_view name) {
+  if (name == "fp32") return KvCacheDtype::kF32;
+  if (name == "bf16") return KvCacheDtype::kBF16;
+  return invalid_argument("KV cache dtype '" + std::string(name) + "' is not one of fp32, bf16");
+}
+
 KvCache::KvCache(const KvCacheSpec& spec) : KvCache(spec, std::make_unique<HostBuffer>(spec.bytes())) {}
 
 KvCache::KvCache(const KvCacheSpec& spec, std::unique_ptr<DeviceBuffer> storage)

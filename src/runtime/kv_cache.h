@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -19,18 +20,28 @@
 
 namespace kiln::runtime {
 
+// What one cached key or value element is: fp32 (exact), or bf16 (rounded to nearest even when
+// stored; half the memory and half the bytes attention reads). Backends say which they run.
+enum class KvCacheDtype { kF32, kBF16 };
+
+std::string_view kv_cache_dtype_name(KvCacheDtype dtype);
+// "fp32" or "bf16".
+Expected<KvCacheDtype> parse_kv_cache_dtype(std::string_view name);
+
 struct KvCacheSpec {
   int64_t num_layers = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   int64_t block_size = 16;
   int64_t num_blocks = 0;
-  // Floats in one layer's K (or V) pool.
-  size_t layer_floats() const { return static_cast<size_t>(num_blocks * block_size * num_kv_heads * head_dim); }
-  size_t bytes() const { return 2 * static_cast<size_t>(num_layers) * layer_floats() * sizeof(float); }
+  KvCacheDtype dtype = KvCacheDtype::kF32;
+  size_t element_bytes() const { return dtype == KvCacheDtype::kBF16 ? 2 : 4; }
+  // Elements in one layer's K (or V) pool.
+  size_t layer_elements() const { return static_cast<size_t>(num_blocks * block_size * num_kv_heads * head_dim); }
+  size_t bytes() const { return 2 * static_cast<size_t>(num_layers) * layer_elements() * element_bytes(); }
   // Bytes one block takes over all layers, K and V.
   size_t block_bytes() const {
-    return 2 * static_cast<size_t>(num_layers * block_size * num_kv_heads * head_dim) * sizeof(float);
+    return 2 * static_cast<size_t>(num_layers * block_size * num_kv_heads * head_dim) * element_bytes();
   }
 };
 
@@ -43,9 +54,19 @@ class KvCache {
 
   const KvCacheSpec& spec() const { return spec_; }
   const DeviceBuffer& storage() const { return *storage_; }
-  // layer l: [num_blocks, block_size, num_kv_heads, head_dim], on the storage's device.
-  float* k(int64_t layer) { return base() + static_cast<size_t>(2 * layer) * spec_.layer_floats(); }
-  float* v(int64_t layer) { return base() + static_cast<size_t>(2 * layer + 1) * spec_.layer_floats(); }
+  // layer l: [num_blocks, block_size, num_kv_heads, head_dim] elements of spec().dtype, on the
+  // storage's device.
+  void* k_data(int64_t layer) { return base() + static_cast<size_t>(2 * layer) * layer_bytes(); }
+  void* v_data(int64_t layer) { return base() + static_cast<size_t>(2 * layer + 1) * layer_bytes(); }
+  // The same, for an fp32 cache.
+  float* k(int64_t layer) {
+    KILN_CHECK(spec_.dtype == KvCacheDtype::kF32);
+    return static_cast<float*>(k_data(layer));
+  }
+  float* v(int64_t layer) {
+    KILN_CHECK(spec_.dtype == KvCacheDtype::kF32);
+    return static_cast<float*>(v_data(layer));
+  }
 
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
   // Grows `table` until it covers `num_positions` positions; fails (leaving it unchanged) when
@@ -55,7 +76,8 @@ class KvCache {
   void kv_cache_free(std::vector<int32_t>& table);
 
  private:
-  float* base() { return static_cast<float*>(storage_->data()); }
+  std::byte* base() { return static_cast<std::byte*>(storage_->data()); }
+  size_t layer_bytes() const { return spec_.layer_elements() * spec_.element_bytes(); }
 
   KvCacheSpec spec_;
   std::unique_ptr<DeviceBuffer> storage_;

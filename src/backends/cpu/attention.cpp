@@ -15,6 +15,7 @@
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/simd_exp.h"
+#include "base/half.h"
 #include "base/status.h"
 
 namespace kiln::cpu {
@@ -33,10 +34,12 @@ struct HeadsTask {
   const int32_t* block_table;
 };
 
-// kv_row = num_kv_heads * head_dim floats between consecutive tokens of a block.
+// kv_row = num_kv_heads * head_dim elements between consecutive tokens of a block; T is the
+// cache's element: float, or uint16_t holding bf16.
+template <typename T>
 struct Geometry {
-  const float* cache_k;
-  const float* cache_v;
+  const T* cache_k;
+  const T* cache_v;
   int64_t num_blocks;
   int64_t block_size;
   int64_t kv_row;
@@ -46,8 +49,8 @@ struct Geometry {
 
 // Calls fn(first_pos, count, k_rows, v_rows) for each run of consecutive positions in [lo, pos]
 // that share a cache block; k_rows / v_rows point at the kv head's slice of the run's first row.
-template <typename Fn>
-void for_each_run(const Geometry& g, const int32_t* table, int64_t lo, int64_t pos,
+template <typename T, typename Fn>
+void for_each_run(const Geometry<T>& g, const int32_t* table, int64_t lo, int64_t pos,
                   int64_t kv_offset, Fn&& fn) {
   for (int64_t start = lo; start <= pos;) {
     const int64_t b = start / g.block_size;
@@ -60,16 +63,21 @@ void for_each_run(const Geometry& g, const int32_t* table, int64_t lo, int64_t p
   }
 }
 
+// A cached element as a float: fp32 as it is, bf16 widened (exact).
+inline float kv_float(float x) { return x; }
+inline float kv_float(uint16_t x) { return bf16_to_float(x); }
+
 // ---- Portable inner loops; `omp simd` lets the compiler vectorise the reductions. ----
 struct ScalarOps {
-  // s[j] = scale * q . k_j for `count` keys kv_row floats apart; q, k_j: [head_dim].
-  static void scores(const float* q, const float* k, int64_t kv_row, int64_t count,
+  // s[j] = scale * q . k_j for `count` keys kv_row elements apart; q, k_j: [head_dim].
+  template <typename T>
+  static void scores(const float* q, const T* k, int64_t kv_row, int64_t count,
                      int64_t head_dim, float scale, float* s) {
     for (int64_t j = 0; j < count; ++j) {
-      const float* kj = k + j * kv_row;
+      const T* kj = k + j * kv_row;
       float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-      for (int64_t d = 0; d < head_dim; ++d) dot += q[d] * kj[d];
+      for (int64_t d = 0; d < head_dim; ++d) dot += q[d] * kv_float(kj[d]);
       s[j] = scale * dot;
     }
   }
@@ -87,19 +95,27 @@ struct ScalarOps {
   }
 
   // acc[d] += sum_j p[j] * v_j[d]; acc: [head_dim].
-  static void accumulate(const float* p, const float* v, int64_t kv_row, int64_t count,
+  template <typename T>
+  static void accumulate(const float* p, const T* v, int64_t kv_row, int64_t count,
                          int64_t head_dim, float* acc) {
     for (int64_t j = 0; j < count; ++j) {
-      const float* vj = v + j * kv_row;
+      const T* vj = v + j * kv_row;
       const float pj = p[j];
 #pragma omp simd
-      for (int64_t d = 0; d < head_dim; ++d) acc[d] += pj * vj[d];
+      for (int64_t d = 0; d < head_dim; ++d) acc[d] += pj * kv_float(vj[d]);
     }
   }
 };
 
 // ---- AVX2 + FMA inner loops, chosen at run time. ----
 #define KILN_AVX2 __attribute__((target("avx2,fma")))
+
+// Eight cached elements as floats.
+KILN_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+KILN_AVX2 inline __m256 load8(const uint16_t* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
 
 KILN_AVX2 inline double hsum(__m256d v) {
   __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
@@ -120,40 +136,41 @@ KILN_AVX2 inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
 struct Avx2Ops {
   // Four keys at a time: four independent FMA chains hide the FMA latency, and one reduction
   // tree serves all four.
-  KILN_AVX2 static void scores(const float* q, const float* k, int64_t kv_row, int64_t count,
+  template <typename T>
+  KILN_AVX2 static void scores(const float* q, const T* k, int64_t kv_row, int64_t count,
                                int64_t head_dim, float scale, float* s) {
     const int64_t vec_end = head_dim / 8 * 8;
     int64_t j = 0;
     for (; j + 4 <= count; j += 4) {
-      const float* k0 = k + j * kv_row;
-      const float* k1 = k0 + kv_row;
-      const float* k2 = k1 + kv_row;
-      const float* k3 = k2 + kv_row;
+      const T* k0 = k + j * kv_row;
+      const T* k1 = k0 + kv_row;
+      const T* k2 = k1 + kv_row;
+      const T* k3 = k2 + kv_row;
       __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
       __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
       for (int64_t d = 0; d < vec_end; d += 8) {
         const __m256 qd = _mm256_loadu_ps(q + d);
-        a0 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k0 + d), a0);
-        a1 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k1 + d), a1);
-        a2 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k2 + d), a2);
-        a3 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k3 + d), a3);
+        a0 = _mm256_fmadd_ps(qd, load8(k0 + d), a0);
+        a1 = _mm256_fmadd_ps(qd, load8(k1 + d), a1);
+        a2 = _mm256_fmadd_ps(qd, load8(k2 + d), a2);
+        a3 = _mm256_fmadd_ps(qd, load8(k3 + d), a3);
       }
       alignas(16) float dots[4];
       _mm_store_ps(dots, hsum4(a0, a1, a2, a3));
-      const float* rows[4] = {k0, k1, k2, k3};
+      const T* rows[4] = {k0, k1, k2, k3};
       for (int r = 0; r < 4; ++r) {
-        for (int64_t d = vec_end; d < head_dim; ++d) dots[r] += q[d] * rows[r][d];
+        for (int64_t d = vec_end; d < head_dim; ++d) dots[r] += q[d] * kv_float(rows[r][d]);
         s[j + r] = scale * dots[r];
       }
     }
     for (; j < count; ++j) {
-      const float* kj = k + j * kv_row;
+      const T* kj = k + j * kv_row;
       __m256 a0 = _mm256_setzero_ps();
       for (int64_t d = 0; d < vec_end; d += 8) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(kj + d), a0);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8(kj + d), a0);
       }
       float dot = _mm_cvtss_f32(hsum4(a0, a0, a0, a0));
-      for (int64_t d = vec_end; d < head_dim; ++d) dot += q[d] * kj[d];
+      for (int64_t d = vec_end; d < head_dim; ++d) dot += q[d] * kv_float(kj[d]);
       s[j] = scale * dot;
     }
   }
@@ -190,37 +207,37 @@ struct Avx2Ops {
 
   // acc is loaded and stored once per four keys; the FMAs still run in key order, so the sum
   // is the same as one key at a time.
-  KILN_AVX2 static void accumulate(const float* p, const float* v, int64_t kv_row, int64_t count,
+  template <typename T>
+  KILN_AVX2 static void accumulate(const float* p, const T* v, int64_t kv_row, int64_t count,
                                    int64_t head_dim, float* acc) {
     const int64_t vec_end = head_dim / 8 * 8;
     int64_t j = 0;
     for (; j + 4 <= count; j += 4) {
-      const float* v0 = v + j * kv_row;
-      const float* v1 = v0 + kv_row;
-      const float* v2 = v1 + kv_row;
-      const float* v3 = v2 + kv_row;
+      const T* v0 = v + j * kv_row;
+      const T* v1 = v0 + kv_row;
+      const T* v2 = v1 + kv_row;
+      const T* v3 = v2 + kv_row;
       const __m256 p0 = _mm256_set1_ps(p[j]), p1 = _mm256_set1_ps(p[j + 1]);
       const __m256 p2 = _mm256_set1_ps(p[j + 2]), p3 = _mm256_set1_ps(p[j + 3]);
       for (int64_t d = 0; d < vec_end; d += 8) {
         __m256 a = _mm256_loadu_ps(acc + d);
-        a = _mm256_fmadd_ps(p0, _mm256_loadu_ps(v0 + d), a);
-        a = _mm256_fmadd_ps(p1, _mm256_loadu_ps(v1 + d), a);
-        a = _mm256_fmadd_ps(p2, _mm256_loadu_ps(v2 + d), a);
-        a = _mm256_fmadd_ps(p3, _mm256_loadu_ps(v3 + d), a);
+        a = _mm256_fmadd_ps(p0, load8(v0 + d), a);
+        a = _mm256_fmadd_ps(p1, load8(v1 + d), a);
+        a = _mm256_fmadd_ps(p2, load8(v2 + d), a);
+        a = _mm256_fmadd_ps(p3, load8(v3 + d), a);
         _mm256_storeu_ps(acc + d, a);
       }
       for (int64_t d = vec_end; d < head_dim; ++d) {
-        for (int r = 0; r < 4; ++r) acc[d] += p[j + r] * v[(j + r) * kv_row + d];
+        for (int r = 0; r < 4; ++r) acc[d] += p[j + r] * kv_float(v[(j + r) * kv_row + d]);
       }
     }
     for (; j < count; ++j) {
-      const float* vj = v + j * kv_row;
+      const T* vj = v + j * kv_row;
       const __m256 pj = _mm256_set1_ps(p[j]);
       for (int64_t d = 0; d < vec_end; d += 8) {
-        _mm256_storeu_ps(acc + d,
-                         _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + d), _mm256_loadu_ps(acc + d)));
+        _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(pj, load8(vj + d), _mm256_loadu_ps(acc + d)));
       }
-      for (int64_t d = vec_end; d < head_dim; ++d) acc[d] += p[j] * vj[d];
+      for (int64_t d = vec_end; d < head_dim; ++d) acc[d] += p[j] * kv_float(vj[d]);
     }
   }
 };
@@ -228,34 +245,42 @@ struct Avx2Ops {
 // ---- AVX-512 inner loops for the head sizes fits() accepts; attention() sends others to Avx2Ops. ----
 #define KILN_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
 
+// Sixteen cached elements as floats.
+KILN_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+KILN_AVX512 inline __m512 load16(const uint16_t* p) {
+  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+
 struct Avx512Ops {
   static bool fits(int64_t head_dim) { return head_dim % 16 == 0 && head_dim <= 128; }
 
   // q stays in registers; four keys at a time. Each key's 16 lanes fold to 8 and then go through
   // hsum4's tree, alone or with three others, so a key's score does not depend on the grouping.
-  KILN_AVX512 static void scores(const float* q, const float* k, int64_t kv_row, int64_t count,
+  template <typename T>
+  KILN_AVX512 static void scores(const float* q, const T* k, int64_t kv_row, int64_t count,
                                  int64_t head_dim, float scale, float* s) {
     const int64_t nv = head_dim / 16;
     __m512 qv[8];
     for (int64_t v = 0; v < nv; ++v) qv[v] = _mm512_loadu_ps(q + 16 * v);
     int64_t j = 0;
     for (; j + 4 <= count; j += 4) {
-      const float* k0 = k + j * kv_row;
+      const T* k0 = k + j * kv_row;
       __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
       __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
       for (int64_t v = 0; v < nv; ++v) {
-        a0 = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(k0 + 16 * v), a0);
-        a1 = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(k0 + kv_row + 16 * v), a1);
-        a2 = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(k0 + 2 * kv_row + 16 * v), a2);
-        a3 = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(k0 + 3 * kv_row + 16 * v), a3);
+        a0 = _mm512_fmadd_ps(qv[v], load16(k0 + 16 * v), a0);
+        a1 = _mm512_fmadd_ps(qv[v], load16(k0 + kv_row + 16 * v), a1);
+        a2 = _mm512_fmadd_ps(qv[v], load16(k0 + 2 * kv_row + 16 * v), a2);
+        a3 = _mm512_fmadd_ps(qv[v], load16(k0 + 3 * kv_row + 16 * v), a3);
       }
       const __m128 dots = hsum4(fold(a0), fold(a1), fold(a2), fold(a3));
       _mm_storeu_ps(s + j, _mm_mul_ps(dots, _mm_set1_ps(scale)));
     }
     for (; j < count; ++j) {
-      const float* kj = k + j * kv_row;
+      const T* kj = k + j * kv_row;
       __m512 a0 = _mm512_setzero_ps();
-      for (int64_t v = 0; v < nv; ++v) a0 = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(kj + 16 * v), a0);
+      for (int64_t v = 0; v < nv; ++v) a0 = _mm512_fmadd_ps(qv[v], load16(kj + 16 * v), a0);
       const __m256 f = fold(a0);
       s[j] = _mm_cvtss_f32(_mm_mul_ps(hsum4(f, f, f, f), _mm_set1_ps(scale)));
     }
@@ -265,15 +290,16 @@ struct Avx512Ops {
 
   // acc stays in registers over all the keys; each lane's FMAs run in key order, as Avx2Ops's do,
   // so the sums are the same bits.
-  KILN_AVX512 static void accumulate(const float* p, const float* v, int64_t kv_row, int64_t count,
+  template <typename T>
+  KILN_AVX512 static void accumulate(const float* p, const T* v, int64_t kv_row, int64_t count,
                                      int64_t head_dim, float* acc) {
     const int64_t nv = head_dim / 16;
     __m512 a[8];
     for (int64_t c = 0; c < nv; ++c) a[c] = _mm512_loadu_ps(acc + 16 * c);
     for (int64_t j = 0; j < count; ++j) {
-      const float* vj = v + j * kv_row;
+      const T* vj = v + j * kv_row;
       const __m512 pj = _mm512_set1_ps(p[j]);
-      for (int64_t c = 0; c < nv; ++c) a[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 16 * c), a[c]);
+      for (int64_t c = 0; c < nv; ++c) a[c] = _mm512_fmadd_ps(pj, load16(vj + 16 * c), a[c]);
     }
     for (int64_t c = 0; c < nv; ++c) _mm512_storeu_ps(acc + 16 * c, a[c]);
   }
@@ -291,8 +317,8 @@ struct Avx512Ops {
 // keys and values, so each run of cached rows is read from memory once and reused from L1 for
 // every head; the per-head arithmetic is the same whichever heads share a task.
 // scores: [heads, n], acc: [heads, head_dim] and sums: [heads] are the calling thread's scratch.
-template <typename Ops>
-void attend_heads(const Geometry& g, const AttentionShape& shape, const float* q, int64_t q_stride,
+template <typename Ops, typename T>
+void attend_heads(const Geometry<T>& g, const AttentionShape& shape, const float* q, int64_t q_stride,
                   const HeadsTask& t, std::vector<float>& scores, std::vector<float>& acc,
                   std::vector<double>& sums, float* out) {
   const int64_t hd = g.head_dim;
@@ -305,7 +331,7 @@ void attend_heads(const Geometry& g, const AttentionShape& shape, const float* q
   const float* q_row = q + t.row * q_stride + t.head_begin * hd;
   // s[r]: [n], s[r][j] = scale * q_r . K[lo + j] (+ slope_r * (lo + j - pos)).
   for_each_run(g, t.block_table, t.lo, t.pos, t.kv_head * hd,
-               [&](int64_t first, int64_t count, const float* k_rows, const float*) {
+               [&](int64_t first, int64_t count, const T* k_rows, const T*) {
                  for (int64_t r = 0; r < heads; ++r) {
                    Ops::scores(q_row + r * hd, k_rows, g.kv_row, count, hd, g.scale,
                                scores.data() + r * n + (first - t.lo));
@@ -322,7 +348,7 @@ void attend_heads(const Geometry& g, const AttentionShape& shape, const float* q
     sums[static_cast<size_t>(r)] = Ops::softmax_numerators(s, n);
   }
   for_each_run(g, t.block_table, t.lo, t.pos, t.kv_head * hd,
-               [&](int64_t first, int64_t count, const float*, const float* v_rows) {
+               [&](int64_t first, int64_t count, const T*, const T* v_rows) {
                  for (int64_t r = 0; r < heads; ++r) {
                    Ops::accumulate(scores.data() + r * n + (first - t.lo), v_rows, g.kv_row, count,
                                    hd, acc.data() + r * hd);
@@ -335,9 +361,9 @@ void attend_heads(const Geometry& g, const AttentionShape& shape, const float* q
   }
 }
 
-template <typename Ops>
+template <typename Ops, typename T>
 void attend_all(const float* q, int64_t q_stride, const AttentionBatch& batch,
-                const AttentionShape& shape, const Geometry& g, float* out) {
+                const AttentionShape& shape, const Geometry<T>& g, float* out) {
   const int32_t* qs = batch.query_start;
   const int64_t row_begin = qs[0];
   const int64_t rows = qs[batch.num_seqs] - row_begin;
@@ -385,6 +411,27 @@ std::vector<double> alibi_power_of_two(int64_t n) {
   return slopes;
 }
 
+// attention() after the store, for a cache of T elements.
+template <typename T>
+void attend_cached(const float* q, int64_t q_stride, const AttentionBatch& batch, const AttentionShape& shape,
+                   const KvCacheLayer& cache, float* out) {
+  Geometry<T> g;
+  g.cache_k = static_cast<const T*>(cache.k);
+  g.cache_v = static_cast<const T*>(cache.v);
+  g.num_blocks = cache.num_blocks;
+  g.block_size = cache.block_size;
+  g.kv_row = shape.num_kv_heads * shape.head_dim;
+  g.head_dim = shape.head_dim;
+  g.scale = shape.scale;
+  if (isa_active() >= Isa::kAvx512 && Avx512Ops::fits(shape.head_dim)) {
+    attend_all<Avx512Ops>(q, q_stride, batch, shape, g, out);
+  } else if (isa_active() >= Isa::kAvx2) {
+    attend_all<Avx2Ops>(q, q_stride, batch, shape, g, out);
+  } else {
+    attend_all<ScalarOps>(q, q_stride, batch, shape, g, out);
+  }
+}
+
 // Steps with fewer rows store them on the calling thread (a parallel region costs more).
 constexpr int64_t kParallelStoreRows = 16;
 
@@ -395,6 +442,8 @@ void kv_cache_store(const float* k, int64_t k_stride, const float* v, int64_t v_
                     KvCacheLayer cache) {
   const int64_t kv_row = num_kv_heads * head_dim;
   const size_t row_bytes = static_cast<size_t>(kv_row) * sizeof(float);
+  auto* k16 = static_cast<uint16_t*>(cache.k);
+  auto* v16 = static_cast<uint16_t*>(cache.v);
   const int32_t* qs = batch.query_start;
   const int64_t row_begin = qs[0];
   const int64_t rows = qs[batch.num_seqs] - row_begin;
@@ -407,8 +456,19 @@ void kv_cache_store(const float* k, int64_t k_stride, const float* v, int64_t v_
     const int64_t block = batch.block_tables[s][pos / cache.block_size];
     KILN_CHECK(block >= 0 && block < cache.num_blocks);
     const int64_t slot = block * cache.block_size + pos % cache.block_size;
-    std::memcpy(cache.k + slot * kv_row, k + i * k_stride, row_bytes);
-    std::memcpy(cache.v + slot * kv_row, v + i * v_stride, row_bytes);
+    if (cache.bf16) {
+      const float* ki = k + i * k_stride;
+      const float* vi = v + i * v_stride;
+      uint16_t* kd = k16 + slot * kv_row;
+      uint16_t* vd = v16 + slot * kv_row;
+      for (int64_t d = 0; d < kv_row; ++d) {
+        kd[d] = float_to_bf16(ki[d]);
+        vd[d] = float_to_bf16(vi[d]);
+      }
+    } else {
+      std::memcpy(static_cast<float*>(cache.k) + slot * kv_row, k + i * k_stride, row_bytes);
+      std::memcpy(static_cast<float*>(cache.v) + slot * kv_row, v + i * v_stride, row_bytes);
+    }
   }
 }
 
@@ -418,20 +478,10 @@ void attention(const float* q, int64_t q_stride, const float* k, int64_t k_strid
   KILN_CHECK(shape.num_kv_heads > 0 && shape.num_heads % shape.num_kv_heads == 0);
   KILN_CHECK(shape.head_dim > 0 && cache.block_size > 0);
   kv_cache_store(k, k_stride, v, v_stride, batch, shape.num_kv_heads, shape.head_dim, cache);
-  Geometry g;
-  g.cache_k = cache.k;
-  g.cache_v = cache.v;
-  g.num_blocks = cache.num_blocks;
-  g.block_size = cache.block_size;
-  g.kv_row = shape.num_kv_heads * shape.head_dim;
-  g.head_dim = shape.head_dim;
-  g.scale = shape.scale;
-  if (isa_active() >= Isa::kAvx512 && Avx512Ops::fits(shape.head_dim)) {
-    attend_all<Avx512Ops>(q, q_stride, batch, shape, g, out);
-  } else if (isa_active() >= Isa::kAvx2) {
-    attend_all<Avx2Ops>(q, q_stride, batch, shape, g, out);
+  if (cache.bf16) {
+    attend_cached<uint16_t>(q, q_stride, batch, shape, cache, out);
   } else {
-    attend_all<ScalarOps>(q, q_stride, batch, shape, g, out);
+    attend_cached<float>(q, q_stride, batch, shape, cache, out);
   }
 }
 

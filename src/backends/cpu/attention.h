@@ -6,7 +6,7 @@
 // and never reads outside the blocks a sequence's table lists.
 //
 // Cache layout of one layer, k and v alike: [num_blocks, block_size, num_kv_heads, head_dim]
-// fp32, so one token's keys for all kv heads are one contiguous row.
+// fp32 or bf16, so one token's keys for all kv heads are one contiguous row.
 #pragma once
 
 #include <cstdint>
@@ -15,12 +15,14 @@
 namespace kiln::cpu {
 
 // One layer's cache: k and v each point at num_blocks * block_size * num_kv_heads * head_dim
-// floats.
+// elements: floats, or with bf16 set, bf16 values (stored rounded to nearest even and widened
+// exactly when read; the arithmetic is fp32 either way).
 struct KvCacheLayer {
-  float* k;
-  float* v;
+  void* k;
+  void* v;
   int64_t num_blocks;
   int64_t block_size;
+  bool bf16 = false;
 };
 
 // A ragged batch. Sequence s owns query rows [query_start[s], query_start[s+1]) of this step

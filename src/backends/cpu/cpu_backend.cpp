@@ -246,7 +246,8 @@ Status CpuBackend::bind_nodes(const ir::Graph& graph) {
         sh.alibi_slopes = slopes->empty() ? nullptr : slopes->data();
         const AttentionBatch batch{s.num_seqs, s.query_start, s.context_len, s.block_tables};
         const auto& spec = s.kv_cache->spec();
-        const KvCacheLayer cache{s.kv_cache->k(layer), s.kv_cache->v(layer), spec.num_blocks, spec.block_size};
+        const KvCacheLayer cache{s.kv_cache->k_data(layer), s.kv_cache->v_data(layer), spec.num_blocks,
+                                 spec.block_size, spec.dtype == runtime::KvCacheDtype::kBF16};
         attention(in_f(b, 0), q_stride, in_f(b, 1), kv_stride, in_f(b, 2), kv_stride, batch, sh, cache, out_f(b, 0));
       };
     } else if (op == "gather_rows") {

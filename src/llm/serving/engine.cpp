@@ -141,7 +141,7 @@ Expected<std::unique_ptr<ServingEngine>> ServingEngine::create(runtime::Executor
                             "], the engine file's limit (rebuild with a larger --max-batch-tokens)");
   }
   o.max_num_seqs = std::min(o.max_num_seqs, o.max_batch_tokens);
-  const uint64_t block_bytes = executor.kv_cache_spec(1, o.block_size).block_bytes();
+  const uint64_t block_bytes = executor.kv_cache_spec(1, o.block_size, o.kv_cache_dtype).block_bytes();
   int64_t num_blocks;
   if (o.kv_cache_bytes == 0) {
     const int64_t per_seq = (executor.max_seq_len() + o.block_size - 1) / o.block_size;
@@ -156,7 +156,7 @@ Expected<std::unique_ptr<ServingEngine>> ServingEngine::create(runtime::Executor
     }
   }
   o.kv_cache_bytes = static_cast<uint64_t>(num_blocks) * block_bytes;
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::KvCache> cache, executor.create_kv_cache(num_blocks, o.block_size));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::KvCache> cache, executor.create_kv_cache(num_blocks, o.block_size, o.kv_cache_dtype));
 
   const int64_t vocab = executor.vocab_size();
   auto impl = std::make_unique<Impl>(executor, tokenizer, std::move(eos_ids), o, vocab, std::move(cache));

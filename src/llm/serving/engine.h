@@ -39,6 +39,7 @@ struct ServingOptions {
   int64_t max_batch_tokens = 0;     // tokens in one step at most; 0 = the engine file's limit
   uint64_t kv_cache_bytes = 0;      // KV pool size; 0 = enough for max_num_seqs full-length sequences, capped at 1 GiB
   int64_t block_size = 16;          // positions per KV block
+  runtime::KvCacheDtype kv_cache_dtype = runtime::KvCacheDtype::kF32;
   size_t max_queue = 256;           // waiting requests at most; beyond that submit() refuses
   bool prefix_caching = true;
   // Runs first on the engine thread, before any step: per-thread runtime settings that the

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_isa.h"
+#include "base/half.h"
 
 namespace kiln::cpu {
 namespace {
@@ -103,8 +104,9 @@ std::vector<double> dense_reference(const Shape& s, const Seq& seq, int64_t firs
 // reading a slot that was never written poisons the output.
 class PagedHarness {
  public:
-  PagedHarness(const Shape& shape, std::vector<const Seq*> seqs, uint32_t seed)
-      : shape_(shape), seqs_(std::move(seqs)) {
+  // bf16: the cache holds bf16 elements instead of floats.
+  PagedHarness(const Shape& shape, std::vector<const Seq*> seqs, uint32_t seed, bool bf16 = false)
+      : shape_(shape), seqs_(std::move(seqs)), bf16_(bf16) {
     int64_t needed = 0;
     for (const Seq* s : seqs_) needed += (s->len + shape.block_size - 1) / shape.block_size;
     num_blocks_ = needed + 3;
@@ -123,8 +125,10 @@ class PagedHarness {
     }
     const auto cache_size =
         static_cast<size_t>(num_blocks_ * shape.block_size * shape.num_kv_heads * shape.head_dim);
-    cache_k_.assign(cache_size, kNan);
-    cache_v_.assign(cache_size, kNan);
+    cache_k_.assign(bf16 ? 0 : cache_size, kNan);
+    cache_v_.assign(bf16 ? 0 : cache_size, kNan);
+    cache_k16_.assign(bf16 ? cache_size : 0, float_to_bf16(kNan));
+    cache_v16_.assign(bf16 ? cache_size : 0, float_to_bf16(kNan));
     slopes_ = shape.alibi ? alibi_slopes(shape.num_heads) : std::vector<float>();
   }
 
@@ -164,9 +168,8 @@ class PagedHarness {
     shape.scale = shape_.scale();
     shape.sliding_window = shape_.window;
     shape.alibi_slopes = shape_.alibi ? slopes_.data() : nullptr;
-    const KvCacheLayer cache{cache_k_.data(), cache_v_.data(), num_blocks_, shape_.block_size};
     attention(qkv.data(), stride, qkv.data() + q_cols, stride, qkv.data() + q_cols + kv_cols,
-              stride, batch, shape, cache, out.data());
+              stride, batch, shape, layer(), out.data());
     row = 0;
     for (const auto& [s, n] : parts) {
       auto& dst = outputs_[static_cast<size_t>(s)];
@@ -187,21 +190,34 @@ class PagedHarness {
     const int32_t* table = tables_[static_cast<size_t>(s)].data();
     const AttentionBatch batch{1, query_start, &context, &table};
     kv_cache_store(seq.k.data() + first * kv_cols, kv_cols, seq.v.data() + first * kv_cols, kv_cols,
-                   batch, shape_.num_kv_heads, shape_.head_dim,
-                   KvCacheLayer{cache_k_.data(), cache_v_.data(), num_blocks_, shape_.block_size});
+                   batch, shape_.num_kv_heads, shape_.head_dim, layer());
     progress_[static_cast<size_t>(s)] += count;
   }
 
   const std::vector<float>& output(int s) const { return outputs_[static_cast<size_t>(s)]; }
+  // The cached key of sequence s at position pos, element e of its kv row, as a float.
+  float cached_key(int s, int64_t pos, int64_t e) const {
+    const int64_t block = tables_[static_cast<size_t>(s)][static_cast<size_t>(pos / shape_.block_size)];
+    const auto i = static_cast<size_t>((block * shape_.block_size + pos % shape_.block_size) *
+                                           shape_.num_kv_heads * shape_.head_dim + e);
+    return bf16_ ? bf16_to_float(cache_k16_[i]) : cache_k_[i];
+  }
 
  private:
+  KvCacheLayer layer() {
+    if (bf16_) return KvCacheLayer{cache_k16_.data(), cache_v16_.data(), num_blocks_, shape_.block_size, true};
+    return KvCacheLayer{cache_k_.data(), cache_v_.data(), num_blocks_, shape_.block_size};
+  }
+
   Shape shape_;
   std::vector<const Seq*> seqs_;
   int64_t num_blocks_ = 0;
   std::vector<std::vector<int32_t>> tables_;
   std::vector<std::vector<float>> outputs_;
   std::vector<int64_t> progress_;
+  bool bf16_ = false;
   std::vector<float> cache_k_, cache_v_, slopes_;
+  std::vector<uint16_t> cache_k16_, cache_v16_;
 };
 
 // Runs fn once per kernel path this CPU has (scalar always, AVX2 where supported).
@@ -400,6 +416,71 @@ TEST(Attention, ThreadCountDoesNotChangeBits) {
     EXPECT_EQ(results[2], results[0]);
     expect_matches_reference(results[0], dense_reference(s, seq));
   });
+}
+
+// Every kernel path this CPU has, AVX-512 included.
+std::vector<Isa> isas_here() {
+  std::vector<Isa> isas = {Isa::kScalar};
+  if (isa_detect() >= Isa::kAvx2) isas.push_back(Isa::kAvx2);
+  if (isa_detect() >= Isa::kAvx512) isas.push_back(Isa::kAvx512);
+  return isas;
+}
+
+TEST(Attention, Bf16CacheGivesTheBitsOfAnFp32CacheHoldingTheRoundedValues) {
+  // A bf16 cache stores each key and value rounded to nearest even and widens it exactly when
+  // read; the arithmetic is the fp32 path's. So with keys and values that are already bf16
+  // values, both caches give the same bits on the SIMD paths (head_dim 80: AVX-512 falls back).
+  for (Isa isa : isas_here()) {
+    SCOPED_TRACE(std::string("isa ") + std::string(isa_name(isa)));
+    ASSERT_TRUE(isa_override(isa).is_ok());
+    for (int64_t head_dim : {64, 80, 128}) {
+      Shape s;
+      s.num_heads = 6;
+      s.num_kv_heads = 2;
+      s.head_dim = head_dim;
+      s.block_size = 16;
+      SCOPED_TRACE(s.str());
+      Seq seq = make_seq(s, 41, static_cast<uint32_t>(head_dim));
+      for (auto* x : {&seq.k, &seq.v}) {
+        for (float& f : *x) f = bf16_to_float(float_to_bf16(f));
+      }
+      PagedHarness f32(s, {&seq}, 5), b16(s, {&seq}, 5, true);
+      for (PagedHarness* run : {&f32, &b16}) {
+        run->step({{0, 37}});
+        run->step({{0, 1}});
+        run->step({{0, 3}});
+      }
+      if (isa == Isa::kScalar) {
+        // The portable loops leave the order of their reductions to the compiler's vectoriser,
+        // which may differ between the two element types: close, not bit-equal.
+        const std::vector<float>& want = f32.output(0);
+        expect_matches_reference(b16.output(0), std::vector<double>(want.begin(), want.end()), 0, 1e-5);
+      } else {
+        EXPECT_EQ(b16.output(0), f32.output(0));
+      }
+    }
+    ASSERT_TRUE(isa_override(std::nullopt).is_ok());
+  }
+}
+
+TEST(Attention, Bf16CacheStoresRoundedValuesAndStaysCloseToTheReference) {
+  Shape s;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_dim = 64;
+  const Seq seq = make_seq(s, 33, 12);
+  PagedHarness run(s, {&seq}, 3, true);
+  run.step({{0, 32}});
+  run.step({{0, 1}});
+  const int64_t kv_cols = s.num_kv_heads * s.head_dim;
+  for (int64_t pos : {int64_t{0}, int64_t{17}, int64_t{32}}) {
+    for (int64_t e : {int64_t{0}, int64_t{5}, kv_cols - 1}) {
+      const float want = seq.k[static_cast<size_t>(pos * kv_cols + e)];
+      EXPECT_EQ(run.cached_key(0, pos, e), bf16_to_float(float_to_bf16(want))) << pos << " " << e;
+    }
+  }
+  // bf16 keeps 8 bits of mantissa: the outputs move by about 2^-8 of their scale, not more.
+  expect_matches_reference(run.output(0), dense_reference(s, seq), 0, 2e-2);
 }
 
 TEST(AlibiSlopes, MatchTheBaichuanFormula) {

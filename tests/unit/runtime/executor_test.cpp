@@ -136,6 +136,26 @@ TEST_F(ExecutorTest, ACacheForAnotherModelIsRejected) {
   EXPECT_FALSE(executor_->step({&s, 1}, other));
 }
 
+TEST_F(ExecutorTest, AKvCacheDtypeTheBackendDoesNotRunIsRefused) {
+  // The recording backend, like the CUDA one, runs fp32 caches only.
+  auto made = executor_->create_kv_cache(4, 4, KvCacheDtype::kBF16);
+  ASSERT_FALSE(made);
+  EXPECT_NE(made.status().message().find("no bf16 KV cache"), std::string::npos) << made.status().message();
+  KvCache bf16(executor_->kv_cache_spec(4, 4, KvCacheDtype::kBF16));
+  EXPECT_EQ(bf16.spec().bytes() * 2, executor_->kv_cache_spec(4, 4).bytes());
+  SequenceStep s;
+  const std::vector<int32_t> tokens = {1};
+  const std::vector<int32_t> table = {0};
+  s.tokens = tokens;
+  s.block_table = table;
+  const size_t before = backend_.runs;
+  EXPECT_FALSE(executor_->step({&s, 1}, bf16));
+  EXPECT_EQ(backend_.runs, before);
+  EXPECT_TRUE(executor_->create_kv_cache(4, 4, KvCacheDtype::kF32));
+  EXPECT_EQ(parse_kv_cache_dtype("bf16").value(), KvCacheDtype::kBF16);
+  EXPECT_FALSE(parse_kv_cache_dtype("fp8"));
+}
+
 TEST_F(ExecutorTest, AnEngineForAnotherTargetIsRefusedByTheBackend) {
   struct OtherBackend : RecordingBackend {
     Status check_target(const std::string& t) const override { return invalid_argument("built for " + t); }

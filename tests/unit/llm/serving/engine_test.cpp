@@ -448,6 +448,50 @@ TEST_F(ServingEngineTest, KvPoolRefusesWhatCouldNeverFit) {
   EXPECT_TRUE(collect(**fits).finished);
 }
 
+TEST_F(ServingEngineTest, Bf16KvCacheStaysCloseToFp32) {
+  const auto prompt = demo().encode(kTexts[11] + " " + kTexts[12] + " " + kTexts[3]);
+  ASSERT_GT(prompt.size(), 20u);
+  const auto v = static_cast<size_t>(demo().vocab());
+  std::vector<float> rows[2];
+  for (int i = 0; i < 2; ++i) {
+    const auto dtype = i == 0 ? runtime::KvCacheDtype::kF32 : runtime::KvCacheDtype::kBF16;
+    runtime::KvCache cache(demo().executor().kv_cache_spec(16, 16, dtype));
+    runtime::SequenceRunner runner(demo().executor(), cache, demo().vocab());
+    auto r = runner.feed(prompt, true);
+    ASSERT_TRUE(r) << r.status().message();
+    rows[i] = std::move(*r);
+  }
+  ASSERT_EQ(rows[0].size(), rows[1].size());
+  size_t same_argmax = 0;
+  const size_t n = rows[0].size() / v;
+  for (size_t r = 0; r < n; ++r) {
+    const float* a = rows[0].data() + r * v;
+    const float* b = rows[1].data() + r * v;
+    float scale = 0.0f, diff = 0.0f;
+    for (size_t j = 0; j < v; ++j) {
+      scale = std::max(scale, std::fabs(a[j]));
+      diff = std::max(diff, std::fabs(a[j] - b[j]));
+    }
+    EXPECT_LT(diff, 0.05f * scale) << "row " << r;
+    same_argmax += std::max_element(a, a + v) - a == std::max_element(b, b + v) - b;
+  }
+  EXPECT_GE(same_argmax * 10, n * 9) << same_argmax << " of " << n << " rows pick the same token";
+
+  ServingOptions o;
+  o.kv_cache_dtype = runtime::KvCacheDtype::kBF16;
+  o.kv_cache_bytes = 8 * demo().executor().kv_cache_spec(1, 16).bytes();  // 16 bf16 blocks
+  auto engine = make_engine(o);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->options().kv_cache_dtype, runtime::KvCacheDtype::kBF16);
+  EXPECT_EQ(engine->stats().kv_blocks_total, 16);
+  auto s = engine->submit(make_request(prompt, greedy(8)));
+  ASSERT_TRUE(s) << s.status().message();
+  const Outcome out = collect(**s);
+  EXPECT_TRUE(out.finished) << out.error;
+  ASSERT_EQ(out.tokens.size(), 1u);
+  EXPECT_FALSE(out.tokens[0].empty());
+}
+
 TEST_F(ServingEngineTest, PromptLogprobsMatchAPlainFeed) {
   const auto prompt = demo().encode(kTexts[11] + " " + kTexts[12]);
   ASSERT_GT(prompt.size(), 20u);
