@@ -284,7 +284,7 @@ CommandFn add_serve_command(CLI::App& app) {
                   "cuda engines: the share of the GPU's memory kiln may hold; the KV cache takes what the weights "
                   "and activations leave of it (e.g. 0.9)");
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
-                  "KV cache element: fp32, or bf16 (half the memory and attention reads; CPU)")->capture_default_str();
+                  "KV cache element: fp32, or bf16 (half the memory and the bytes attention reads)")->capture_default_str();
   cmd->add_option("--kv-cache-memory", args->kv_cache_memory, "KV cache size, e.g. 512MiB (default: enough for max-num-seqs full sequences, at most 1 GiB)");
   cmd->add_option("--max-queue", args->max_queue, "waiting requests at most; more get 429")->capture_default_str();
   cmd->add_option("--threads", args->threads, "compute threads (default: all cores)");

@@ -54,7 +54,7 @@ class Backend {
   virtual Status prepare(const LoadedModel& model, int64_t max_tokens) = 0;
   // Memory on this backend's device, for KV-cache storage.
   virtual Expected<std::unique_ptr<DeviceBuffer>> allocate(size_t bytes) = 0;
-  // Whether run_step reads and writes a KV cache of this element type (fp32 everywhere).
+  // Whether run_step reads and writes a KV cache of this element type (fp32 unless overridden).
   virtual bool supports_kv_cache_dtype(KvCacheDtype dtype) const { return dtype == KvCacheDtype::kF32; }
   // Runs the prepared graph over one validated step; returns logits [num_rows, vocab] in host
   // memory, valid until the next call.

@@ -2,6 +2,8 @@
 
 #include <cfloat>
 
+#include "backends/cuda/cuda_kv.cuh"
+
 namespace kiln::cuda {
 namespace {
 
@@ -16,14 +18,17 @@ __device__ __forceinline__ int64_t slot_offset(const int32_t* table, int kp, int
   return (block * block_size + kp % block_size) * kv_row;
 }
 
-// One block per token: its k and v rows into the cache.
+// One block per token: its k and v rows into the cache (of T elements).
+template <typename T>
 __global__ void kv_cache_store_kernel(const float* k, const float* v, int64_t kv_row, StepTokens tokens, PagedKv cache) {
   const int64_t i = blockIdx.x;
   const int32_t* table = cache.tables + static_cast<int64_t>(tokens.token_seq[i]) * cache.table_stride;
   const int64_t dst = slot_offset(table, tokens.positions[i], cache.block_size, kv_row);
+  T* ck = static_cast<T*>(cache.k);
+  T* cv = static_cast<T*>(cache.v);
   for (int64_t c = threadIdx.x; c < kv_row; c += kThreads) {
-    cache.k[dst + c] = k[i * kv_row + c];
-    cache.v[dst + c] = v[i * kv_row + c];
+    kv_store(ck + dst + c, k[i * kv_row + c]);
+    kv_store(cv + dst + c, v[i * kv_row + c]);
   }
 }
 
@@ -50,7 +55,7 @@ __device__ float block_sum(float v, float* scratch) {
 // One block per (query row, head). Keys are scored kChunk at a time (one thread per key),
 // then the chunk's softmax numerators weight the values (one thread per output dimension,
 // reading value rows coalesced); an online softmax joins the chunks.
-template <bool kVec>
+template <bool kVec, typename T>
 __global__ void __launch_bounds__(kThreads) attention_rows_kernel(const float* q, StepTokens tokens,
                                                                   AttentionShape shape, PagedKv cache, float* out) {
   __shared__ __align__(16) float qs[kMaxHeadDim];
@@ -68,6 +73,8 @@ __global__ void __launch_bounds__(kThreads) attention_rows_kernel(const float* q
   const float slope = shape.alibi_slopes != nullptr ? shape.alibi_slopes[h] : 0.0f;
   for (int d = threadIdx.x; d < d_head; d += kThreads) qs[d] = q[i * q_row + static_cast<int64_t>(h) * d_head + d];
   __syncthreads();
+  const T* ck = static_cast<const T*>(cache.k);
+  const T* cv = static_cast<const T*>(cache.v);
 
   float m = -FLT_MAX, l = 0.0f;
   float acc[kPerThread] = {};
@@ -76,17 +83,16 @@ __global__ void __launch_bounds__(kThreads) attention_rows_kernel(const float* q
     float local_max = -FLT_MAX;
     for (int j = threadIdx.x; j < n; j += kThreads) {
       const int kp = c0 + j;
-      const float* krow = cache.k + slot_offset(table, kp, cache.block_size, kv_row) + kv_head * d_head;
+      const T* krow = ck + slot_offset(table, kp, cache.block_size, kv_row) + kv_head * d_head;
       float dot = 0.0f;
       if (kVec) {
-        const float4* k4 = reinterpret_cast<const float4*>(krow);
         const float4* q4 = reinterpret_cast<const float4*>(qs);
         for (int d = 0; d < d_head / 4; ++d) {
-          const float4 a = q4[d], b = k4[d];
+          const float4 a = q4[d], b = kv_load4(krow + 4 * d);
           dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
         }
       } else {
-        for (int d = 0; d < d_head; ++d) dot += qs[d] * krow[d];
+        for (int d = 0; d < d_head; ++d) dot += qs[d] * kv_load(krow + d);
       }
       const float s = shape.scale * dot + slope * static_cast<float>(kp - pos);
       scores[j] = s;
@@ -108,11 +114,11 @@ __global__ void __launch_bounds__(kThreads) attention_rows_kernel(const float* q
 #pragma unroll 4
     for (int j = 0; j < n; ++j) {
       const float p = scores[j];
-      const float* vrow = cache.v + slot_offset(table, c0 + j, cache.block_size, kv_row) + kv_head * d_head;
+      const T* vrow = cv + slot_offset(table, c0 + j, cache.block_size, kv_row) + kv_head * d_head;
 #pragma unroll
       for (int e = 0; e < kPerThread; ++e) {
         const int d = threadIdx.x + e * kThreads;
-        if (d < d_head) acc[e] += p * vrow[d];
+        if (d < d_head) acc[e] += p * kv_load(vrow + d);
       }
     }
     __syncthreads();  // scores[] is rewritten by the next chunk
@@ -131,17 +137,29 @@ bool attention_rows_supported(int head_dim) { return head_dim > 0 && head_dim <=
 
 void launch_kv_cache_store(const float* k, const float* v, int64_t t, int64_t kv_row, StepTokens tokens, PagedKv cache,
                            cudaStream_t stream) {
-  if (t > 0) kv_cache_store_kernel<<<static_cast<unsigned>(t), kThreads, 0, stream>>>(k, v, kv_row, tokens, cache);
+  if (t <= 0) return;
+  if (cache.bf16) {
+    kv_cache_store_kernel<__nv_bfloat16><<<static_cast<unsigned>(t), kThreads, 0, stream>>>(k, v, kv_row, tokens, cache);
+  } else {
+    kv_cache_store_kernel<float><<<static_cast<unsigned>(t), kThreads, 0, stream>>>(k, v, kv_row, tokens, cache);
+  }
 }
 
 void launch_attention_rows(const float* q, int64_t t, StepTokens tokens, const AttentionShape& shape, PagedKv cache,
                            float* out, cudaStream_t stream) {
   if (t <= 0) return;
   const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>(shape.num_heads));
-  if (shape.head_dim % 4 == 0) {
-    attention_rows_kernel<true><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out);
+  const bool vec = shape.head_dim % 4 == 0;
+  if (cache.bf16) {
+    if (vec) {
+      attention_rows_kernel<true, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out);
+    } else {
+      attention_rows_kernel<false, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out);
+    }
+  } else if (vec) {
+    attention_rows_kernel<true, float><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out);
   } else {
-    attention_rows_kernel<false><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out);
+    attention_rows_kernel<false, float><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out);
   }
 }
 

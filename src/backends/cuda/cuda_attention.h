@@ -41,12 +41,14 @@ struct AttentionShape {
 
 // One layer's paged cache and the step's block tables: sequence s's table is
 // tables[s * table_stride ...], entry b naming the block of positions [b*block_size, (b+1)*block_size).
+// k and v hold floats, or with bf16 set, bf16 values (cuda_kv.cuh); every kernel takes both.
 struct PagedKv {
-  float* k;
-  float* v;
+  void* k;
+  void* v;
   int block_size;
   const int32_t* tables;
   int table_stride;
+  bool bf16 = false;
 };
 
 // The step's tokens: token i belongs to sequence token_seq[i] and sits at positions[i].

@@ -7,6 +7,7 @@
 #include <cfloat>
 
 #include "backends/cuda/cuda_attention.h"
+#include "backends/cuda/cuda_kv.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -31,7 +32,7 @@ __device__ float block_reduce(float v, float* scratch, bool is_max) {
 }
 
 // kChunks: float4 slices per lane (head_dim <= 128 * kChunks); head_dim % 4 == 0.
-template <int kChunks>
+template <int kChunks, typename T>
 __global__ void __launch_bounds__(kThreads) attention_split_kernel(const float* q, StepTokens tokens,
                                                                    AttentionShape shape, PagedKv cache, float* out,
                                                                    float* partial) {
@@ -86,13 +87,13 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(const float* 
     float local_max = -FLT_MAX;
 #pragma unroll 4
     for (int j = warp; j < n; j += kWarps) {
-      const float4* k4 = reinterpret_cast<const float4*>(cache.k + offsets[j]);
+      const T* krow = static_cast<const T*>(cache.k) + offsets[j];
       float dot = 0.0f;
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
         const int slice = lane + 32 * c;
         if (slice < d4) {
-          const float4 a = reinterpret_cast<const float4*>(qs)[slice], b = k4[slice];
+          const float4 a = reinterpret_cast<const float4*>(qs)[slice], b = kv_load4(krow + 4 * slice);
           dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
         }
       }
@@ -124,12 +125,12 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(const float* 
 #pragma unroll 4
     for (int j = warp; j < n; j += kWarps) {
       const float p = scores[j];
-      const float4* v4 = reinterpret_cast<const float4*>(cache.v + offsets[j]);
+      const T* vrow = static_cast<const T*>(cache.v) + offsets[j];
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
         const int slice = lane + 32 * c;
         if (slice < d4) {
-          const float4 v = v4[slice];
+          const float4 v = kv_load4(vrow + 4 * slice);
           acc[c].x += p * v.x;
           acc[c].y += p * v.y;
           acc[c].z += p * v.z;
@@ -197,10 +198,17 @@ void launch_attention_split(const float* q, int64_t t, StepTokens tokens, const 
   if (t <= 0) return;
   const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(splits));
   float* records = splits > 1 ? partial : nullptr;
-  if (shape.head_dim <= 128) {
-    attention_split_kernel<1><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
+  const bool wide = shape.head_dim > 128;
+  if (cache.bf16) {
+    if (wide) {
+      attention_split_kernel<2, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
+    } else {
+      attention_split_kernel<1, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
+    }
+  } else if (wide) {
+    attention_split_kernel<2, float><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
   } else {
-    attention_split_kernel<2><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
+    attention_split_kernel<1, float><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
   }
   if (splits > 1) {
     const dim3 heads(static_cast<unsigned>(t), static_cast<unsigned>(shape.num_heads));

@@ -13,6 +13,7 @@
 
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_kv.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -54,6 +55,7 @@ __host__ __device__ inline Layout layout_for(int d) {
   return l;
 }
 
+template <typename T>
 __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const float* q, const AttentionTile* tiles,
                                                                  StepTokens tokens, AttentionShape shape,
                                                                  PagedKv cache, float* out) {
@@ -120,8 +122,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const float* q,
         if (idx < kKeys * d4 && kp <= kv_hi) {
           const int64_t off = (static_cast<int64_t>(table[kp / cache.block_size]) * cache.block_size +
                                kp % cache.block_size) * kv_row + static_cast<int64_t>(kv_head) * d;
-          kr[b] = __ldg(reinterpret_cast<const float4*>(cache.k + off) + c);
-          vr[b] = __ldg(reinterpret_cast<const float4*>(cache.v + off) + c);
+          kr[b] = kv_ldg4(static_cast<const T*>(cache.k) + off + 4 * c);
+          vr[b] = kv_ldg4(static_cast<const T*>(cache.v) + off + 4 * c);
         }
       }
 #pragma unroll
@@ -234,7 +236,9 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const float* q,
 Status attention_mma_init() {
   const int bytes = static_cast<int>(layout_for(kMaxDim).bytes);
   KILN_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(attention_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      cudaFuncSetAttribute(attention_mma_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  KILN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(attention_mma_kernel<__nv_bfloat16>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   return Status::ok();
 }
 
@@ -244,8 +248,12 @@ void launch_attention_mma(const float* q, const AttentionTile* tiles, int64_t nu
                           const AttentionShape& shape, PagedKv cache, float* out, cudaStream_t stream) {
   if (num_tiles <= 0) return;
   const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_heads));
-  attention_mma_kernel<<<grid, kThreads, layout_for(shape.head_dim).bytes, stream>>>(q, tiles, tokens, shape, cache,
-                                                                                    out);
+  const size_t bytes = layout_for(shape.head_dim).bytes;
+  if (cache.bf16) {
+    attention_mma_kernel<__nv_bfloat16><<<grid, kThreads, bytes, stream>>>(q, tiles, tokens, shape, cache, out);
+  } else {
+    attention_mma_kernel<float><<<grid, kThreads, bytes, stream>>>(q, tiles, tokens, shape, cache, out);
+  }
 }
 
 }  // namespace kiln::cuda

@@ -7,6 +7,7 @@
 
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_kv.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -38,7 +39,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 __device__ __forceinline__ float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
 
 // kChunks: float4 chunks of the head each lane owns (D <= 128 * kChunks).
-template <int kChunks>
+template <int kChunks, typename T>
 __global__ void __launch_bounds__(kThreads) attention_tiles_kernel(const float* q, const AttentionTile* tiles,
                                                                    StepTokens tokens, AttentionShape shape,
                                                                    PagedKv cache, float* out) {
@@ -89,8 +90,8 @@ __global__ void __launch_bounds__(kThreads) attention_tiles_kernel(const float* 
       if (kp <= kv_hi) {
         const int64_t off = (static_cast<int64_t>(table[kp / cache.block_size]) * cache.block_size +
                              kp % cache.block_size) * kv_row + static_cast<int64_t>(kv_head) * d_head;
-        kv = reinterpret_cast<const float4*>(cache.k + off)[c];
-        vv = reinterpret_cast<const float4*>(cache.v + off)[c];
+        kv = kv_load4(static_cast<const T*>(cache.k) + off + 4 * c);
+        vv = kv_load4(static_cast<const T*>(cache.v) + off + 4 * c);
       }
       reinterpret_cast<float4*>(ks + j * k_stride)[c] = kv;
       reinterpret_cast<float4*>(vs + j * d_head)[c] = vv;
@@ -172,10 +173,13 @@ __global__ void __launch_bounds__(kThreads) attention_tiles_kernel(const float* 
 
 Status attention_init() {
   const int bytes = static_cast<int>(tile_smem_bytes(kMaxHeadDim));
-  KILN_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(attention_tiles_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  KILN_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(attention_tiles_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  const auto raise = [bytes](const void* kernel) {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  };
+  KILN_CUDA_RETURN_IF_ERROR(raise(reinterpret_cast<const void*>(attention_tiles_kernel<1, float>)));
+  KILN_CUDA_RETURN_IF_ERROR(raise(reinterpret_cast<const void*>(attention_tiles_kernel<2, float>)));
+  KILN_CUDA_RETURN_IF_ERROR(raise(reinterpret_cast<const void*>(attention_tiles_kernel<1, __nv_bfloat16>)));
+  KILN_CUDA_RETURN_IF_ERROR(raise(reinterpret_cast<const void*>(attention_tiles_kernel<2, __nv_bfloat16>)));
   return attention_mma_init();
 }
 
@@ -186,10 +190,17 @@ void launch_attention_tiles(const float* q, const AttentionTile* tiles, int64_t 
   if (num_tiles <= 0) return;
   const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_heads));
   const size_t smem = tile_smem_bytes(shape.head_dim);
-  if (shape.head_dim <= 128) {
-    attention_tiles_kernel<1><<<grid, kThreads, smem, stream>>>(q, tiles, tokens, shape, cache, out);
+  const bool wide = shape.head_dim > 128;
+  if (cache.bf16) {
+    if (wide) {
+      attention_tiles_kernel<2, __nv_bfloat16><<<grid, kThreads, smem, stream>>>(q, tiles, tokens, shape, cache, out);
+    } else {
+      attention_tiles_kernel<1, __nv_bfloat16><<<grid, kThreads, smem, stream>>>(q, tiles, tokens, shape, cache, out);
+    }
+  } else if (wide) {
+    attention_tiles_kernel<2, float><<<grid, kThreads, smem, stream>>>(q, tiles, tokens, shape, cache, out);
   } else {
-    attention_tiles_kernel<2><<<grid, kThreads, smem, stream>>>(q, tiles, tokens, shape, cache, out);
+    attention_tiles_kernel<1, float><<<grid, kThreads, smem, stream>>>(q, tiles, tokens, shape, cache, out);
   }
 }
 

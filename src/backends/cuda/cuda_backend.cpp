@@ -132,6 +132,14 @@ struct StepContext {
   runtime::KvCache* cache = nullptr;
 };
 
+namespace {
+// Layer `layer` of the step's cache, with the step's block tables.
+PagedKv paged_kv(const StepContext& s, int64_t layer) {
+  return PagedKv{s.cache->k_data(layer), s.cache->v_data(layer), s.block_size, s.tables, s.table_stride,
+                 s.cache->spec().dtype == runtime::KvCacheDtype::kBF16};
+}
+}  // namespace
+
 struct CudaBackend::State {
   CudaDeviceInfo device;
   cudaStream_t stream = nullptr;
@@ -534,7 +542,7 @@ Status CudaBackend::State::bind_nodes() {
       fn = [=](const StepContext& s) {
         const float* inv = dynamic ? self->step_dev.at<float>(self->dynamic_ropes[static_cast<size_t>(table_index)].offset)
                                    : self->constant(offset);
-        const PagedKv kv{s.cache->k(layer), s.cache->v(layer), s.block_size, s.tables, s.table_stride};
+        const PagedKv kv = paged_kv(s, layer);
         launch_qkv_rope_store(f_in(0), s.num_tokens, shape, s.tokens, inv, dynamic ? s.tokens.token_seq : nullptr, q,
                               nullptr, nullptr, kv, self->stream);
         return Status::ok();
@@ -621,7 +629,7 @@ Status CudaBackend::State::bind_nodes() {
       fn = [=](const StepContext& s) {
         AttentionShape sh = shape;
         sh.alibi_slopes = alibi ? self->constant(slopes) : nullptr;
-        const PagedKv kv{s.cache->k(layer), s.cache->v(layer), s.block_size, s.tables, s.table_stride};
+        const PagedKv kv = paged_kv(s, layer);
         if (!stored) launch_kv_cache_store(f_in(1), f_in(2), s.num_tokens, kv_row, s.tokens, kv, self->stream);
         if (s.decode && split) {
           launch_attention_split(q, s.num_tokens, s.tokens, sh, kv, self->attention_splits(s.num_tokens, sh.num_heads),
@@ -944,7 +952,7 @@ Expected<std::span<const float>> CudaBackend::run_step(const runtime::StepView& 
   ctx.tables = s.tables_dev.at<int32_t>(0);
 
   if (ctx.decode && s.graphs_enabled) {
-    const auto key = std::make_tuple(ctx.num_tokens, ctx.num_rows, static_cast<const void*>(step.kv_cache->k(0)),
+    const auto key = std::make_tuple(ctx.num_tokens, ctx.num_rows, static_cast<const void*>(step.kv_cache->k_data(0)),
                                      ctx.table_stride, ctx.block_size);
     auto it = s.graphs.find(key);
     if (it == s.graphs.end() && static_cast<int64_t>(s.graphs.size()) < kMaxGraphs) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "backends/cuda/cuda_kv.cuh"
+
 namespace kiln::cuda {
 namespace {
 
@@ -13,6 +15,7 @@ constexpr int64_t kTargetBlocks = 4096;  // blocks of a launch: a few waves on a
 // is as many heads as kThreads threads cover, one thread a dimension); cos and sin of the token
 // are evaluated once per block. In a group, the first half of each rotated head's dimensions
 // write a turned pair, the passed-through dimensions and every value dimension a copy.
+template <typename T>
 __global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* __restrict__ qkv, QkvShape shape,
                                                                   StepTokens tokens, const float* inv_freq,
                                                                   const int32_t* token_seq, float* __restrict__ q,
@@ -48,18 +51,18 @@ __global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* _
     if (head >= total_heads) break;
     const float* in = qkv + i * (q_row + 2 * kv_row) + static_cast<int64_t>(head) * d_head;
     float* out = nullptr;
-    float* slot = nullptr;
+    T* slot = nullptr;
     bool rotate = true;
     if (head < shape.num_heads) {
       out = q + i * q_row + static_cast<int64_t>(head) * d_head;
     } else if (head < shape.num_heads + shape.num_kv_heads) {
       const int64_t at = static_cast<int64_t>(head - shape.num_heads) * d_head;
       out = k != nullptr ? k + i * kv_row + at : nullptr;
-      slot = cache.k + dst + at;
+      slot = static_cast<T*>(cache.k) + dst + at;
     } else {
       const int64_t at = static_cast<int64_t>(head - shape.num_heads - shape.num_kv_heads) * d_head;
       out = v != nullptr ? v + i * kv_row + at : nullptr;
-      slot = cache.v + dst + at;
+      slot = static_cast<T*>(cache.v) + dst + at;
       rotate = false;
     }
     if (rotate && d < half) {
@@ -72,13 +75,13 @@ __global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* _
         out[d + half] = y2;
       }
       if (slot != nullptr) {
-        slot[d] = y1;
-        slot[d + half] = y2;
+        kv_store(slot + d, y1);
+        kv_store(slot + d + half, y2);
       }
     } else if (!rotate || d >= 2 * half) {
       const float x = __ldg(in + d);
       if (out != nullptr) out[d] = x;
-      if (slot != nullptr) slot[d] = x;
+      if (slot != nullptr) kv_store(slot + d, x);
     }
   }
 }
@@ -96,7 +99,12 @@ void launch_qkv_rope_store(const float* qkv, int64_t t, const QkvShape& shape, S
   // enough blocks for a few waves, each taking several groups with one evaluation of cos and sin.
   const int64_t blocks_per_token = std::clamp<int64_t>(kTargetBlocks / t, 1, groups);
   const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>(blocks_per_token));
-  qkv_rope_store_kernel<<<grid, kThreads, 0, stream>>>(qkv, shape, tokens, inv_freq, token_seq, q, k, v, cache);
+  if (cache.bf16) {
+    qkv_rope_store_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(qkv, shape, tokens, inv_freq, token_seq, q, k,
+                                                                         v, cache);
+  } else {
+    qkv_rope_store_kernel<float><<<grid, kThreads, 0, stream>>>(qkv, shape, tokens, inv_freq, token_seq, q, k, v, cache);
+  }
 }
 
 bool qkv_rope_store_supported(const QkvShape& shape) {

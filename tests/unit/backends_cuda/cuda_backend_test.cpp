@@ -73,10 +73,11 @@ std::string build(const std::string& case_name, ir::WeightFormat format, bool cu
   return path;
 }
 
-// A loaded engine on its backend with a 64-block cache of 4 positions each.
+// A loaded engine on its backend with a 64-block cache of 4 positions each (of `kv` elements).
 class Engine {
  public:
-  Engine(const std::string& case_name, ir::WeightFormat format, bool cuda, bool timed = false)
+  Engine(const std::string& case_name, ir::WeightFormat format, bool cuda, bool timed = false,
+         runtime::KvCacheDtype kv = runtime::KvCacheDtype::kF32)
       : path_(build(case_name, format, cuda, timed)) {
     auto m = runtime::LoadedModel::load(path_);
     EXPECT_TRUE(m) << m.status().message();
@@ -95,7 +96,7 @@ class Engine {
     EXPECT_TRUE(ex) << ex.status().message();
     if (!ex) return;
     executor_ = std::move(*ex);
-    auto cache = executor_->create_kv_cache(64, 4);
+    auto cache = executor_->create_kv_cache(64, 4, kv);
     EXPECT_TRUE(cache) << cache.status().message();
     if (cache) cache_ = std::move(*cache);
   }
@@ -186,6 +187,27 @@ TEST_P(CudaGoldenTest, HalfPrecisionMatchesCpuEngine) {
       const auto p = entry["prompt"].get<std::vector<int32_t>>();
       EXPECT_EQ(gpu.greedy(p, 12), cpu.greedy(p, 12)) << name << " fp16 greedy, " << p.size() << "-token prompt";
     }
+  }
+}
+
+// A bf16 KV cache on both: keys and values that the GPU and the CPU compute a rounding error
+// apart can round to neighbouring bf16 values (2^-8 apart), so the logits agree to 1e-3 of the
+// largest rather than the fp32 caches' 1e-4; greedy paths are equal.
+TEST_P(CudaGoldenTest, Bf16KvCacheMatchesCpuBf16Cache) {
+  KILN_REQUIRE_GPU();
+  const std::string name = GetParam();
+  const nlohmann::json g = load_golden(name);
+  const auto bf16 = runtime::KvCacheDtype::kBF16;
+  Engine gpu(name, ir::WeightFormat::kF32, true, false, bf16), cpu(name, ir::WeightFormat::kF32, false, false, bf16);
+  ASSERT_TRUE(gpu.ok() && cpu.ok());
+  for (size_t i = 0; i < g["prompts"].size(); ++i) {
+    const auto prompt = g["prompts"][i].get<std::vector<int32_t>>();
+    const std::vector<float> want = cpu.logits(prompt);
+    EXPECT_LE(max_diff(gpu.logits(prompt), want), 1e-3 * max_abs(want)) << name << " prompt " << i;
+  }
+  for (const auto& entry : g["greedy"]) {
+    const auto p = entry["prompt"].get<std::vector<int32_t>>();
+    EXPECT_EQ(gpu.greedy(p, 12), cpu.greedy(p, 12)) << name << " bf16 cache greedy, " << p.size() << "-token prompt";
   }
 }
 

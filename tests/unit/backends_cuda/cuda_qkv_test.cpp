@@ -9,6 +9,7 @@
 
 #include "backends/cpu/rope.h"
 #include "backends/cuda/cuda_qkv.h"
+#include "base/half.h"
 #include "unit/backends_cuda/cuda_test_support.h"
 
 namespace kiln::cuda {
@@ -97,6 +98,26 @@ void check_qkv(const QkvCase& c, int64_t t = 37) {
   EXPECT_LE(rel_error(dq2.download(), want_q), 1e-6) << what;
   EXPECT_LE(rel_error(dk_cache2.download(), cache_k), 1e-6) << "cache keys without outputs, " << what;
   EXPECT_EQ(dv_cache2.download(), cache_v) << "cache values without outputs, " << what;
+  // A bf16 cache gets the same keys and values, rounded to nearest even.
+  DeviceArray<uint16_t> dk16(layer), dv16(layer);
+  const PagedKv kv16{dk16.get(), dv16.get(), block_size, dtables.get(), stride, true};
+  launch_qkv_rope_store(dqkv.get(), t, shape, {dseq.get(), dpos.get()}, dinv.get(), c.dynamic ? dseq.get() : nullptr,
+                        dq2.get(), nullptr, nullptr, kv16, nullptr);
+  const std::vector<float> got_k = dk_cache2.download(), got_v = dv_cache2.download();
+  const std::vector<uint16_t> got_k16 = dk16.download(), got_v16 = dv16.download();
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < t; ++i) {
+    const int pos = positions[static_cast<size_t>(i)];
+    const int64_t slot =
+        (int64_t{tables[static_cast<size_t>(token_seq[static_cast<size_t>(i)] * stride + pos / block_size)]} *
+             block_size + pos % block_size) * kv_row;
+    for (int64_t e = slot; e < slot + kv_row; ++e) {
+      const auto u = static_cast<size_t>(e);
+      mismatches += got_k16[u] != float_to_bf16(got_k[u]);
+      mismatches += got_v16[u] != float_to_bf16(got_v[u]);
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << "bf16 cache, " << what;
   EXPECT_EQ(cudaGetLastError(), cudaSuccess) << what;
 }
 
