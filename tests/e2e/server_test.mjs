@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
+import net from 'node:net';
 import path from 'node:path';
 import {
   startServer, stopServer, post, get, sseData, rawRequest, statusOf, metricValue, waitFor, curl, freePort,
@@ -317,6 +318,56 @@ test('cancelling a stream mid-way frees its KV blocks', async () => {
     return metricValue(m, 'kiln_kv_cache_blocks_used', { model }) === 0 && metricValue(m, 'kiln_requests_running', { model }) === 0;
   }, { timeoutMs: 60000 });
   assert.ok(freed, 'blocks are freed after the client goes away');
+});
+
+test('clients that go away at any moment leave the server serving and every KV block free', async () => {
+  // Raw connections that close mid-request, right after sending, after a few bytes of the
+  // answer, or half-close and wait; streamed and not, one or several sequences, pipelined
+  // pairs. A fixed seed makes each run the same schedule.
+  let seed = 12345;
+  const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+  const request = (body, extra = '') => `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${extra}` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+  const one = (i) => new Promise((resolve) => {
+    const body = JSON.stringify({ model, prompt: rand(2) ? PROMPT : [PROMPT, 'The sea'], n: 1 + rand(2),
+      max_tokens: 4 + rand(60), ignore_eos: true, stream: rand(2) === 1 });
+    const mode = rand(5);
+    const sock = net.connect(server.port, '127.0.0.1');
+    let got = 0;
+    const finish = () => { sock.destroy(); resolve(); };
+    sock.on('error', () => {});
+    sock.on('close', resolve);
+    sock.on('data', (d) => {
+      got += d.length;
+      if (mode === 2 && got >= 1 + (i % 7) * 40) finish();  // leaves after a few bytes
+    });
+    sock.on('connect', () => {
+      if (mode === 0) {  // half a request, then gone
+        const text = request(body);
+        sock.write(text.slice(0, 1 + rand(text.length - 1)));
+        setTimeout(finish, rand(20));
+      } else if (mode === 1) {  // the whole request, gone at once or a moment later
+        sock.write(request(body));
+        setTimeout(finish, rand(30));
+      } else if (mode === 3) {  // done writing, still reading: the answer still comes
+        sock.end(request(body, 'Connection: close\r\n'));
+        setTimeout(finish, 5000);
+      } else {  // two pipelined requests, gone during the first or second
+        sock.write(request(body) + request(body, 'Connection: close\r\n'));
+        if (mode === 4) setTimeout(finish, rand(200));
+        else setTimeout(finish, 5000);
+      }
+    });
+  });
+  for (let round = 0; round < 6; ++round) await Promise.all(Array.from({ length: 16 }, (_, k) => one(round * 16 + k)));
+  const idle = await waitFor(async () => {
+    const m = (await get(server.base, '/metrics')).text;
+    return metricValue(m, 'kiln_kv_cache_blocks_used', { model }) === 0 && metricValue(m, 'kiln_requests_running', { model }) === 0;
+  }, { timeoutMs: 60000 });
+  assert.ok(idle, 'every request ended and freed its blocks');
+  assert.equal((await get(server.base, '/v2/health/live')).status, 200);
+  const ok = await client.completions.create({ model, prompt: PROMPT, max_tokens: 3 });
+  assert.equal(ok.choices.length, 1);
 });
 
 test('API keys: 401 without or with a wrong key, health stays open; slow clients get 408', async () => {
