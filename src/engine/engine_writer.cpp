@@ -5,17 +5,25 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "engine/engine_file.h"
 
 namespace kiln::engine {
 namespace {
+
+// Threads that fill blobs at once, at most.
+constexpr size_t kMaxFillThreads = 8;
 
 // a + b, or false if it does not fit in 64 bits.
 bool checked_add(uint64_t a, uint64_t b, uint64_t* sum) {
@@ -173,31 +181,47 @@ Status EngineWriter::write(const std::string& path, nlohmann::json metadata,
   const std::span<std::byte> file = out.bytes();
   std::memcpy(file.data() + header.metadata_offset, text.data(), text.size());
 
-  // The content checksum runs right behind the fill, over each blob while it is still in cache.
+  // Blobs are independent: threads fill them in parallel, taking the next one as they finish
+  // (converting and quantising weights is most of a build's time). Each thread holds one
+  // weight's floats at a time, so the threads are capped to bound memory.
+  const size_t workers = std::min<size_t>({blobs_.size(), kMaxFillThreads,
+                                           std::max<size_t>(1, std::thread::hardware_concurrency())});
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;  // guards first_error, done and the progress callback
+  Status first_error = Status::ok();
+  size_t first_error_blob = blobs_.size();
+  uint64_t done = 0;
+  if (progress) progress(0, total_blob_bytes);
+  auto fill_blobs = [&] {
+    for (size_t i = next++; i < blobs_.size() && !failed.load(); i = next++) {
+      const Blob& blob = blobs_[i];
+      Status filled = blob.fill(file.subspan(header.data_offset + offsets[i], blob.size));
+      std::lock_guard lock(mu);
+      if (!filled.is_ok()) {
+        failed.store(true);
+        if (i < first_error_blob) {  // the same error whatever the threads' timing
+          first_error_blob = i;
+          first_error = filled.with_context("writing blob \"" + blob.name + "\" of " + path);
+        }
+        continue;
+      }
+      done += blob.size;
+      if (progress) progress(done, total_blob_bytes);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < workers; ++t) threads.emplace_back(fill_blobs);
+  fill_blobs();
+  for (std::thread& t : threads) t.join();
+  if (!first_error.is_ok()) return first_error;
+
+  // The content checksum, over the file after the header, in file order.
   std::unique_ptr<XXH3_state_t, HashState> hash(XXH3_createState());
   if (hash == nullptr || XXH3_64bits_reset(hash.get()) != XXH_OK) {
     return internal_error("cannot start the engine checksum");
   }
-  uint64_t hashed_end = kHeaderSize;
-  auto hash_up_to = [&](uint64_t end) {
-    XXH3_64bits_update(hash.get(), file.data() + hashed_end, end - hashed_end);
-    hashed_end = end;
-  };
-
-  uint64_t done = 0;
-  if (progress) progress(0, total_blob_bytes);
-  for (size_t i = 0; i < blobs_.size(); ++i) {
-    const Blob& blob = blobs_[i];
-    const uint64_t begin = header.data_offset + offsets[i];
-    Status filled = blob.fill(file.subspan(begin, blob.size));
-    if (!filled.is_ok()) {
-      return filled.with_context("writing blob \"" + blob.name + "\" of " + path);
-    }
-    hash_up_to(begin + blob.size);
-    done += blob.size;
-    if (progress) progress(done, total_blob_bytes);
-  }
-  hash_up_to(header.file_size);
+  XXH3_64bits_update(hash.get(), file.data() + kHeaderSize, header.file_size - kHeaderSize);
   header.checksum = XXH3_64bits_digest(hash.get());
   KILN_RETURN_IF_ERROR(encode_engine_header(header, file.first(kHeaderSize)));
   return out.commit(path);

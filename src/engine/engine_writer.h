@@ -1,8 +1,9 @@
 // EngineWriter: writes one engine file (the format is described in engine/engine_file.h).
 //
 // The builder declares each blob with its size and a fill function, then calls write() once with
-// the metadata JSON. Blobs are filled directly into the memory-mapped output, one after another,
-// so the writer never holds a second copy of the weights and streams a model of any size.
+// the metadata JSON. Blobs are filled directly into the memory-mapped output, several at once on
+// threads of the writer's own (fill functions must be safe to call concurrently), so the writer
+// never holds a second copy of the weights and streams a model of any size.
 // The writer owns the blob declarations (names, sizes, fill functions); the fill functions own
 // whatever they capture and must stay callable until write() returns.
 #pragma once
@@ -37,7 +38,7 @@ class EngineWriter {
   // Writes the file atomically: to path + ".tmp", then renamed onto `path`. `metadata` must be a
   // JSON object without a "blobs" key (the writer adds the blob table). On any failure, including
   // a fill function that fails, nothing is left at path + ".tmp" and `path` is untouched.
-  // progress, if set, is called with (0, total) first and after each blob.
+  // progress, if set, is called with (0, total) first and after each blob, one call at a time.
   Status write(const std::string& path, nlohmann::json metadata,
                const ProgressFn& progress = {}) const;
 

@@ -3,10 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "engine/engine_file.h"
@@ -188,6 +190,51 @@ TEST(EngineWriterTest, FailingFillLeavesNoFile) {
   EXPECT_GT(progress_calls, 0);
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST(EngineWriterTest, BlobsFilledOutOfOrderOnSeveralThreadsLandInPlace) {
+  // Fills finish in a scrambled order (each waits a different while); every blob must still be
+  // where the table says, and the checksum over the whole file must hold.
+  TempDir dir;
+  const std::string path = dir.file("many.kiln");
+  EngineWriter writer;
+  writer.set_header("cpu-avx2", "many");
+  constexpr size_t kCount = 64;
+  for (size_t i = 0; i < kCount; ++i) {
+    auto fill = fill_pattern(i);
+    writer.add_blob("b" + std::to_string(i), 1 + (i * 977) % 5000, [fill, i](std::span<std::byte> out) {
+      std::this_thread::sleep_for(std::chrono::microseconds((i * 7919) % 1500));
+      return fill(out);
+    });
+  }
+  uint64_t last = 0;
+  ASSERT_TRUE(writer.write(path, sample_metadata(), [&](uint64_t done, uint64_t) {
+    EXPECT_GE(done, last);  // one call at a time, never going back
+    last = done;
+  }).is_ok());
+  Expected<EngineFile> engine = EngineFile::open(path);
+  ASSERT_TRUE(engine.has_value()) << engine.status().message();
+  for (size_t i = 0; i < kCount; ++i) {
+    std::span<const std::byte> blob = engine->blob("b" + std::to_string(i));
+    ASSERT_EQ(blob.size(), 1 + (i * 977) % 5000);
+    for (size_t j = 0; j < blob.size(); ++j) ASSERT_EQ(blob[j], pattern_byte(i, j)) << "blob " << i << " byte " << j;
+  }
+}
+
+TEST(EngineWriterTest, OfTwoFailingFillsTheFirstBlobsErrorIsReported) {
+  // Whichever thread fails first, the error names the earlier blob.
+  TempDir dir;
+  const std::string path = dir.file("model.kiln");
+  for (int run = 0; run < 5; ++run) {
+    EngineWriter writer = sample_writer();
+    writer.add_blob("first_broken", 10, [](std::span<std::byte>) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      return io_error("first failure");
+    });
+    writer.add_blob("second_broken", 10, [](std::span<std::byte>) { return io_error("second failure"); });
+    expect_error(writer.write(path, sample_metadata(), nullptr), StatusCode::kIoError, {"first failure", "\"first_broken\""});
+    EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  }
 }
 
 TEST(EngineWriterTest, FailingWriteKeepsThePreviousEngine) {
