@@ -1,8 +1,9 @@
 // Kernel selection by timing: for each matmul, every candidate kernel the target offers for the
-// weight's format (and the row count: KernelTuner::matmul_candidates_for) is timed on the build machine at a decode shape (m = 1) and a prefill shape
-// (m = min(128, max_batch_tokens)); the fastest of each is recorded on the node as
-// kernel_decode / kernel_prefill (with the measured microseconds). Shapes repeat across layers,
-// so timings are cached per (format, n, k).
+// weight's format (and the row count: KernelTuner::matmul_candidates_for) is timed on the build
+// machine at a decode shape (m = 1) and a prefill shape (m = min(128, max_batch_tokens)); the
+// best pair that rounds the activations alike (pick()) is recorded on the node as kernel_decode /
+// kernel_prefill (with the measured microseconds). Shapes repeat across layers, so timings are
+// cached per (format, n, k).
 //
 // The pass also picks the weight's layout. When the format has a panel variant
 // (ir/weight_format.h) that fits the weight's shape, and every user of the weight is a matmul
@@ -12,6 +13,7 @@
 // layout is taken (its kernels read weights in the order they compute).
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -36,17 +38,42 @@ struct Selection {
   Choice decode, prefill;
 };
 
-// The fastest candidate at [m, k] x [n, k]^T; a lone candidate is timed only when `time_lone`
-// (its time is compared with another layout's).
-Choice fastest(KernelTuner* tuner, const std::vector<std::string>& candidates, ir::WeightFormat format,
-               int64_t m, int64_t n, int64_t k, bool autotune, bool time_lone) {
-  if (tuner == nullptr || !autotune || (candidates.size() == 1 && !time_lone)) return {candidates.front(), 0.0};
-  Choice best{candidates.front(), 1e30};
-  for (const auto& c : candidates) {
-    const double t = tuner->time_matmul(c, format, m, n, k);
-    if (t < best.seconds) best = {c, t};
+// Each candidate's time at [m, k] x [n, k]^T, in order (0 where not timed); a lone candidate is
+// timed only when `time_lone` (its time is compared with another layout's).
+std::vector<Choice> timed(KernelTuner* tuner, const std::vector<std::string>& candidates, ir::WeightFormat format,
+                          int64_t m, int64_t n, int64_t k, bool autotune, bool time_lone) {
+  std::vector<Choice> out;
+  const bool time = tuner != nullptr && autotune && (candidates.size() > 1 || time_lone);
+  for (const auto& c : candidates) out.push_back({c, time ? tuner->time_matmul(c, format, m, n, k) : 0.0});
+  return out;
+}
+
+// The decode and prefill kernels with the best score (decode time plus prefill time per row)
+// among pairs that round the activations alike: with kernels of two kinds, a sequence decoded in
+// a batch (prefill kernel) would not give the tokens it gives alone (decode kernel). Untimed,
+// the first decode candidate and the first prefill candidate of its kind. When no pair agrees,
+// each is the fastest of its own list.
+Selection pick(KernelTuner* tuner, ir::WeightFormat format, const std::vector<Choice>& decode,
+               const std::vector<Choice>& prefill, int64_t prefill_m) {
+  std::optional<Selection> best;
+  double best_score = 0.0;
+  for (const Choice& d : decode) {
+    const std::string rounding = tuner->matmul_activation_rounding(d.kernel);
+    for (const Choice& p : prefill) {
+      if (tuner->matmul_activation_rounding(p.kernel) != rounding) continue;
+      const double score = d.seconds + p.seconds / static_cast<double>(prefill_m);
+      if (!best || score < best_score) {
+        best = Selection{format, d, p};
+        best_score = score;
+      }
+    }
   }
-  return best;
+  if (best) return *best;
+  auto fastest = [](const std::vector<Choice>& choices) {
+    return *std::min_element(choices.begin(), choices.end(),
+                             [](const Choice& a, const Choice& b) { return a.seconds < b.seconds; });
+  };
+  return Selection{format, fastest(decode), fastest(prefill)};
 }
 
 // Names of weights some non-matmul node reads (or that a matmul reads as its activation).
@@ -102,9 +129,10 @@ Status run_select_kernels(ir::Graph& graph, const PassContext& ctx) {
                                std::string(ir::weight_format_name(f)));
         }
         const bool time_lone = formats.size() > 1;
-        Selection s{f, fastest(ctx.tuner, decode, f, 1, w.rows(), w.cols(), ctx.options.autotune, time_lone),
-                    fastest(ctx.tuner, prefill, f, prefill_m, w.rows(), w.cols(), ctx.options.autotune,
-                            time_lone)};
+        const Selection s =
+            pick(ctx.tuner, f, timed(ctx.tuner, decode, f, 1, w.rows(), w.cols(), ctx.options.autotune, time_lone),
+                 timed(ctx.tuner, prefill, f, prefill_m, w.rows(), w.cols(), ctx.options.autotune, time_lone),
+                 prefill_m);
         const double score = s.decode.seconds + s.prefill.seconds / static_cast<double>(prefill_m);
         if (!best || score < kPlainLayoutMargin * best_score) {
           best = s;

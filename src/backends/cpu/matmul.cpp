@@ -51,6 +51,18 @@ const MatmulKernel* matmul_kernel_find(std::string_view name) {
   return nullptr;
 }
 
+std::string_view matmul_activation_rounding(const MatmulKernel& kernel) {
+  // "<format>.<isa>.<strategy>": the strategy is what follows the second dot.
+  const std::string_view name = kernel.name;
+  const size_t first = name.find('.');
+  const size_t second = first == std::string_view::npos ? first : name.find('.', first + 1);
+  const std::string_view strategy = second == std::string_view::npos ? std::string_view() : name.substr(second + 1);
+  if (strategy == "dot") return "bf16";
+  if (strategy.starts_with("q8dot")) return "int8";
+  if (strategy == "panel" && ir::weight_format_is_quantized(kernel.format)) return "int8";
+  return "";
+}
+
 void matmul(const MatmulKernel& kernel, const float* x, int64_t m, int64_t k, const std::byte* w, int64_t n,
             const float* bias, float* y) {
   KILN_CHECK(m >= 0 && n >= 0 && k > 0);

@@ -63,6 +63,11 @@ std::vector<const MatmulKernel*> matmul_kernels_all();
 // AVX2 one).
 const MatmulKernel* matmul_kernel_find(std::string_view name);
 
+// What `kernel` rounds the activations to before multiplying: "bf16" (dot), "int8" (q8dot and
+// the integer panels), or "" when it multiplies them as floats. Kernels of one kind agree to
+// float rounding; kernels of two kinds differ by the activation rounding error.
+std::string_view matmul_activation_rounding(const MatmulKernel& kernel);
+
 // Runs `kernel`. Preconditions (internal invariants, checked): m, n >= 0, k > 0,
 // ir::weight_format_fits(kernel.format, n, k) and kernel.isa <= isa_detect().
 void matmul(const MatmulKernel& kernel, const float* x, int64_t m, int64_t k, const std::byte* w,

@@ -182,6 +182,46 @@ TEST(Passes, KernelSelectionTakesTheFastestAndCachesShapes) {
   EXPECT_EQ(tuner.calls, 4 * 2 * 2);
 }
 
+// Three kernels: "float" multiplies floats, "bf16" and "bf16.prefill" round the activations to
+// bf16; "float" is the fastest at m = 1 and "bf16.prefill" at the prefill shape.
+class RoundingTuner : public KernelTuner {
+ public:
+  std::string target() const override { return "cpu-test"; }
+  std::vector<std::string> matmul_candidates(ir::WeightFormat) const override {
+    return {"float", "bf16", "bf16.prefill"};
+  }
+  std::string matmul_activation_rounding(const std::string& kernel) const override {
+    return kernel == "float" ? "" : "bf16";
+  }
+  double time_matmul(const std::string& kernel, ir::WeightFormat, int64_t m, int64_t, int64_t) override {
+    if (m == 1) return kernel == "float" ? 1.0 : kernel == "bf16" ? decode_bf16 : 3.0;
+    return kernel == "bf16.prefill" ? 10.0 : kernel == "bf16" ? 60.0 : prefill_float;
+  }
+  double decode_bf16 = 1.1, prefill_float = 40.0;
+};
+
+TEST(Passes, KernelSelectionPairsKernelsThatRoundActivationsAlike) {
+  // Per prefill row: float 1 + 40/m against bf16 1.1 + 10/m; both m = 128 and the tiny test
+  // graph's max_batch_tokens make bf16 win, though "float" alone is the fastest decode kernel.
+  for (const bool float_wins : {false, true}) {
+    Graph g = decoder_like();
+    RoundingTuner tuner;
+    if (float_wins) {
+      tuner.decode_bf16 = 5.0;
+      tuner.prefill_float = 11.0;
+    }
+    PassContext ctx;
+    ctx.tuner = &tuner;
+    ASSERT_TRUE(run_fold_constants(g, ctx));
+    ASSERT_TRUE(run_select_kernels(g, ctx));
+    for (const auto& n : g.nodes()) {
+      if (n.op != "matmul") continue;
+      EXPECT_EQ(n.attr_str("kernel_decode"), float_wins ? "float" : "bf16") << n.name;
+      EXPECT_EQ(n.attr_str("kernel_prefill"), float_wins ? "float" : "bf16.prefill") << n.name;
+    }
+  }
+}
+
 // A tuner whose kernels for `fast_format` are faster than any other format's.
 class LayoutTuner : public KernelTuner {
  public:
