@@ -6,7 +6,9 @@
 #   - the time of one 2048-token prefill step (`kiln bench --prompt 2048`, median of 3),
 #   - output tokens/s of 64 requests of 128 + 128 tokens at once, and of OFFLINE_REQUESTS (256)
 #     such requests (`kiln bench --offline`); with SERVE=1, kiln serve on the GPU driven by
-#     kiln bench serve at concurrency 1, 16 and 64; with PROFILE=1, the per-node profile of eager steps
+#     kiln bench serve at concurrency 1, 16 and 64; with PROFILE=1, the per-node profile of eager steps;
+#     with QUANT=1, batch-1 decode and the 2048-token prefill of weight-only int8 (per channel) and
+#     int4 (groups of 32 and of 128) engines built from the same checkpoint
 # and, with PEERS set to a folder of PyTorch peer scripts (eager transformers, torch.compile), runs them beside it in the
 # same call so that both see the same clocks. Writes $OUT/kiln_cuda.json (+ the peers' JSON).
 #
@@ -57,9 +59,12 @@ first_token_s=$(since "$t0")
 # Batch 64 (64 requests of 128 + 128 tokens at once: decode-bound) and offline throughput
 # (OFFLINE_REQUESTS requests of 128 + 128, the serving engine batching up to that many), each
 # through the serving engine with a KV pool large enough that nothing is preempted.
-"$KILN" bench "$engine" --offline --batch 64 --prompt 128 --decode 128 --kv-cache-gib 24 | tee "$WORK/batch64.txt"
-"$KILN" bench "$engine" --offline --batch "${OFFLINE_REQUESTS:-256}" --prompt 128 --decode 128 --kv-cache-gib 72 |
-  tee "$WORK/offline.txt"
+# BATCH=0 leaves both out.
+if [ "${BATCH:-1}" = 1 ]; then
+  "$KILN" bench "$engine" --offline --batch 64 --prompt 128 --decode 128 --kv-cache-gib 24 | tee "$WORK/batch64.txt"
+  "$KILN" bench "$engine" --offline --batch "${OFFLINE_REQUESTS:-256}" --prompt 128 --decode 128 --kv-cache-gib 72 |
+    tee "$WORK/offline.txt"
+fi
 if [ "${SERVE:-0}" = 1 ]; then  # kiln serve on the GPU (KV cache from --gpu-memory-fraction), kiln bench serve on loopback
   "$KILN" serve "$engine" --port 8391 --gpu-memory-fraction 0.9 --max-num-seqs 64 > "$WORK/serve.log" 2>&1 &
   server=$!
@@ -72,6 +77,23 @@ if [ "${SERVE:-0}" = 1 ]; then  # kiln serve on the GPU (KV cache from --gpu-mem
       sed "s/^/c=$c /" || true
   done
   kill "$server"; wait "$server" 2> /dev/null || true
+fi
+if [ "${QUANT:-0}" = 1 ]; then  # weight-only integer engines of the same checkpoint
+  for spec in int8:0 int4:32 int4:128; do
+    dtype=${spec%:*} group=${spec#*:}
+    qengine=$WORK/llama-2-7b-$dtype-g$group.kiln
+    t0=$(now)
+    "$KILN" build "$ckpt" -o "$qengine" --target cuda --dtype "$dtype" --group "$group" --max-batch-tokens 2048 2>&1 |
+      tail -n 1
+    echo "build $dtype group $group: $(since "$t0") s"
+    "$KILN" bench "$qengine" --prompt 128 --decode 128 --repeat 3 | tee "$WORK/decode_${dtype}_g$group.txt"
+    "$KILN" bench "$qengine" --prompt 2048 --decode 8 --repeat 3 | tee "$WORK/prefill_${dtype}_g$group.txt"
+    if [ "${PROFILE:-0}" = 1 ]; then
+      KILN_CUDA_PROFILE=1 "$KILN" bench "$qengine" --prompt 128 --decode 64 --repeat 1 \
+        > "$OUT/kiln_cuda_profile_${dtype}_g$group.txt" 2>&1
+    fi
+    rm -f "$qengine"
+  done
 fi
 if [ "${PROFILE:-0}" = 1 ]; then  # the per-node profile of eager decode and prefill steps
   KILN_CUDA_PROFILE=1 "$KILN" bench "$engine" --prompt 128 --decode 64 --repeat 1 > "$WORK/profile.txt" 2>&1
@@ -101,12 +123,24 @@ res = {
     "copy_bandwidth_GB_s": grab(f"{work}/decode.txt", "memory"),
 }
 for name in ("batch64", "offline"):
-    text = open(f"{work}/{name}.txt").read()
+    try:
+        text = open(f"{work}/{name}.txt").read()
+    except FileNotFoundError:
+        continue
     res[f"{name}_output_tok_s"] = float(re.search(r"^output\s+([0-9.]+)", text, re.M).group(1))
     res[f"{name}_requests"] = int(re.search(r"^serving\s+([0-9]+) requests", text, re.M).group(1))
     res[f"{name}_step_ms"] = float(re.search(r"mean ([0-9.]+) ms in the model", text).group(1))
     res[f"{name}_preemptions"] = int(re.search(r"^preemptions ([0-9]+)", text, re.M).group(1))
 res["prefill_2048_ms"] = 2048 / res["prefill_2048_tok_s"] * 1e3
+for spec in ("int8_g0", "int4_g32", "int4_g128"):
+    try:
+        q = grab(f"{work}/decode_{spec}.txt", "decode")
+    except FileNotFoundError:
+        continue
+    res[f"decode_bs1_{spec}_tok_s"] = q
+    res[f"decode_bs1_{spec}_vs_fp16"] = q / res["decode_bs1_after_128_tok_s"]
+    res[f"weights_MB_per_token_{spec}"] = grab(f"{work}/decode_{spec}.txt", "weights")
+    res[f"prefill_2048_{spec}_ms"] = 2048 / grab(f"{work}/prefill_{spec}.txt", "prefill") * 1e3
 res["bandwidth_limit_tok_s"] = res["copy_bandwidth_GB_s"] * 1e3 / res["weights_MB_per_token"]
 res["decode_share_of_limit"] = res["decode_bs1_after_128_tok_s"] / res["bandwidth_limit_tok_s"]
 json.dump(res, open(f"{out}/kiln_cuda.json", "w"), indent=1)

@@ -355,7 +355,7 @@ Expected<const CudaMatmulKernel*> bind_matmul_kernel(const ir::Node& node, const
     if (candidates.empty()) {
       return unimplemented("the CUDA backend has no matmul kernel for weights stored as " +
                            std::string(ir::weight_format_name(format)) + " (node '" + node.name +
-                           "'); rebuild the engine with `kiln build --target cuda --dtype fp16` (or fp32, bf16)");
+                           "'); rebuild the engine with `kiln build --target cuda` (--dtype fp32, fp16, bf16, int8 or int4)");
     }
     k = candidates.front();
   }
@@ -390,9 +390,7 @@ Status CudaBackend::State::bind_nodes() {
     if (node.op != "matmul") continue;
     KILN_ASSIGN_OR_RETURN(const CudaMatmulKernel* prefill,
                           bind_matmul_kernel(node, "kernel_prefill", g.weight(node.inputs[1]).format, kGemvMaxRows));
-    if (prefill->algo != CudaMatmulAlgo::kGemmRounded && prefill->algo != CudaMatmulAlgo::kGemmRoundedHalves) {
-      half_precision = false;
-    }
+    if (!cuda_matmul_kernel_rounds_activations(*prefill)) half_precision = false;
   }
   // A SwiGLU output the plan placed over the product's input (dead once the product has read
   // it, but the fused kernel reads and writes at once) moves to a buffer of its own.
@@ -465,7 +463,7 @@ Status CudaBackend::State::bind_nodes() {
         return unimplemented("embedding '" + node.name + "' reads a table stored as " +
                              std::string(ir::weight_format_name(format)) +
                              ", which the CUDA backend does not read; rebuild the engine with `kiln build --target "
-                             "cuda --dtype fp16` (or fp32, bf16)");
+                             "cuda`");
       }
       const ir::Value ids = g.value(node.inputs[0]);
       fn = [=](const StepContext& s) {
@@ -803,12 +801,20 @@ Status CudaBackend::prepare(const runtime::LoadedModel& model, int64_t max_token
     s.producer_of_inputs.insert(id);
   }
 
-  // GEMM scratch for the largest activation any product converts.
+  // Matmul scratch for the largest activation any product converts (and the largest integer
+  // weight a product widens), for the kernels the nodes will run.
   size_t scratch = kAlign;
   for (const ir::Node& node : g.nodes()) {
     if (node.op != "matmul") continue;
     const ir::WeightEntry& w = g.weight(node.inputs[1]);
-    scratch = std::max(scratch, gemm_scratch_bytes(w.format, GemmActivations::kSplit, max_tokens, w.cols()));
+    struct Use {
+      const char* attr;
+      int64_t kind_rows, rows;  // the rows that pick the kernel's kind; the most it multiplies
+    };
+    for (const Use& use : {Use{"kernel_decode", 1, kGemvMaxRows - 1}, Use{"kernel_prefill", kGemvMaxRows, max_tokens}}) {
+      KILN_ASSIGN_OR_RETURN(const CudaMatmulKernel* kernel, bind_matmul_kernel(node, use.attr, w.format, use.kind_rows));
+      scratch = std::max(scratch, matmul_scratch_bytes(*kernel, use.rows, w.rows(), w.cols()));
+    }
   }
   KILN_RETURN_IF_ERROR(s.scratch.allocate(align_up(scratch)));
 

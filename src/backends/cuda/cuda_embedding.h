@@ -1,5 +1,5 @@
-// Row lookups on the GPU: the token embedding (rows of a weight table in a float row format,
-// widened to fp32) and gather_rows (the rows whose logits a step returns). Device buffers owned
+// Row lookups on the GPU: the token embedding (rows of a weight table in a float or integer row
+// format, widened to fp32) and gather_rows (the rows whose logits a step returns). Device buffers owned
 // by the caller; ids and rows are valid row indices (the executor checked the token ids).
 #pragma once
 
@@ -11,7 +11,7 @@
 
 namespace kiln::cuda {
 
-// Whether launch_embedding reads tables stored in `format` (f32, f16, bf16).
+// Whether launch_embedding reads tables stored in `format` (f32, f16, bf16, i8c, i8g*, i4g*).
 bool embedding_supports(ir::WeightFormat format);
 
 // table: [vocab, hidden] in `format`; ids: [t]; y: [t, hidden] fp32.

@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_dequant.h"
 #include "backends/cuda/cuda_elementwise.h"
 #include "backends/cuda/cuda_gemv.h"
 
@@ -33,6 +34,28 @@ __global__ void split_activations_kernel(const float* x, int64_t n, T* parts) {
       rest -= widen(part);
     }
   }
+}
+
+constexpr size_t kAlign = 256;
+
+size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+bool is_dequant(const CudaMatmulKernel& kernel) {
+  return kernel.algo == CudaMatmulAlgo::kDequantSgemm || kernel.algo == CudaMatmulAlgo::kDequantGemm;
+}
+
+// The format the GEMM of a widened integer weight reads, and the bytes of the widened copy.
+ir::WeightFormat widened_format(const CudaMatmulKernel& kernel) {
+  return kernel.algo == CudaMatmulAlgo::kDequantGemm ? ir::WeightFormat::kF16 : ir::WeightFormat::kF32;
+}
+size_t widened_bytes(const CudaMatmulKernel& kernel, int64_t n, int64_t k) {
+  return align_up(static_cast<size_t>(n * k) * (widened_format(kernel) == ir::WeightFormat::kF16 ? 2 : 4));
+}
+
+GemmActivations mode_of(const CudaMatmulKernel& kernel) {
+  return kernel.algo == CudaMatmulAlgo::kGemmSplit || kernel.algo == CudaMatmulAlgo::kDequantSgemm
+             ? GemmActivations::kSplit
+             : GemmActivations::kRounded;
 }
 
 int parts_of(ir::WeightFormat format, GemmActivations mode) {
@@ -104,6 +127,12 @@ Status launch_gemm(cublasHandle_t handle, ir::WeightFormat format, GemmActivatio
   return Status::ok();
 }
 
+size_t matmul_scratch_bytes(const CudaMatmulKernel& kernel, int64_t m, int64_t n, int64_t k) {
+  if (cuda_matmul_kernel_is_gemv(kernel)) return 0;
+  if (!is_dequant(kernel)) return gemm_scratch_bytes(kernel.format, mode_of(kernel), m, k);
+  return widened_bytes(kernel, n, k) + gemm_scratch_bytes(widened_format(kernel), mode_of(kernel), m, k);
+}
+
 Status launch_matmul(const CudaMatmulKernel& kernel, cublasHandle_t handle, const float* x, int64_t m, int64_t k,
                      const void* w, int64_t n, const float* bias, float* y, void* scratch, cudaStream_t stream) {
   if (cuda_matmul_kernel_is_gemv(kernel)) {
@@ -111,8 +140,15 @@ Status launch_matmul(const CudaMatmulKernel& kernel, cublasHandle_t handle, cons
     KILN_CUDA_RETURN_IF_LAUNCH_FAILED("gemv");
     return Status::ok();
   }
-  const GemmActivations mode = kernel.algo == CudaMatmulAlgo::kGemmSplit ? GemmActivations::kSplit
-                                                                         : GemmActivations::kRounded;
+  const GemmActivations mode = mode_of(kernel);
+  if (is_dequant(kernel)) {
+    if (m <= 0 || n <= 0) return Status::ok();
+    const ir::WeightFormat wide = widened_format(kernel);
+    launch_dequantize(kernel.format, w, n, k, scratch, wide == ir::WeightFormat::kF16, stream);
+    KILN_CUDA_RETURN_IF_LAUNCH_FAILED("weight dequantisation");
+    void* rest = static_cast<std::byte*>(scratch) + widened_bytes(kernel, n, k);
+    return launch_gemm(handle, wide, mode, x, m, k, scratch, n, bias, y, rest, stream);
+  }
   const int column_parts = kernel.algo == CudaMatmulAlgo::kGemmRoundedHalves ? 2 : 1;
   return launch_gemm(handle, kernel.format, mode, x, m, k, w, n, bias, y, scratch, stream, column_parts);
 }

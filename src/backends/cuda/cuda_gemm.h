@@ -36,8 +36,13 @@ Status launch_gemm(cublasHandle_t handle, ir::WeightFormat format, GemmActivatio
                    int64_t k, const void* w, int64_t n, const float* bias, float* y, void* scratch,
                    cudaStream_t stream, int column_parts = 1);
 
-// Runs a named matmul kernel (cuda_matmul.h): the gemv kernel, or launch_gemm in its mode.
-// scratch holds gemm_scratch_bytes(kernel.format, mode, m, k) bytes for the GEMM kernels.
+// Scratch bytes launch_matmul needs to run `kernel` over m rows against an [n, k] weight: the
+// activation conversion, and for the integer formats the widened weight before it.
+size_t matmul_scratch_bytes(const CudaMatmulKernel& kernel, int64_t m, int64_t n, int64_t k);
+
+// Runs a named matmul kernel (cuda_matmul.h): the gemv kernel, launch_gemm in its mode, or (integer
+// weights) the weight widened into scratch and then launch_gemm over it. scratch holds
+// matmul_scratch_bytes(kernel, m, n, k) bytes.
 Status launch_matmul(const CudaMatmulKernel& kernel, cublasHandle_t handle, const float* x, int64_t m, int64_t k,
                      const void* w, int64_t n, const float* bias, float* y, void* scratch, cudaStream_t stream);
 

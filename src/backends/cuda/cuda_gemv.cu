@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_gemv.h"
 
+#include "backends/cuda/cuda_gemv_quant.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -211,6 +213,7 @@ void launch_typed(const float* x, int64_t m, int64_t k, const void* w, int64_t n
 template <bool kGlu>
 void launch_format(ir::WeightFormat format, int depth, const float* x, int64_t m, int64_t k, const void* w,
                    int64_t n, const float* bias, float* y, cudaStream_t stream) {
+  if (gemv_quant_supports(format)) return launch_gemv_quant(format, kGlu, x, m, k, w, n, bias, y, stream);
   switch (format) {
     case ir::WeightFormat::kF16: return launch_typed<__half, kGlu>(x, m, k, w, n, bias, y, depth, stream);
     case ir::WeightFormat::kBF16: return launch_typed<__nv_bfloat16, kGlu>(x, m, k, w, n, bias, y, depth, stream);
@@ -221,7 +224,8 @@ void launch_format(ir::WeightFormat format, int depth, const float* x, int64_t m
 }  // namespace
 
 bool gemv_supports(ir::WeightFormat format) {
-  return format == ir::WeightFormat::kF32 || format == ir::WeightFormat::kF16 || format == ir::WeightFormat::kBF16;
+  return format == ir::WeightFormat::kF32 || format == ir::WeightFormat::kF16 || format == ir::WeightFormat::kBF16 ||
+         gemv_quant_supports(format);
 }
 
 void launch_gemv(ir::WeightFormat format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,

@@ -1,5 +1,6 @@
 // Matrix-vector products for decode-sized steps: y[m, n] = x[m, k] · W[n, k]^T (+ bias[n]) for
-// m < kGemvMaxRows, W in a float row format (f32, f16, bf16; ir/weight_format.h), x and y fp32.
+// m < kGemvMaxRows, W in a float row format (f32, f16, bf16; ir/weight_format.h), x and y fp32
+// (the integer formats go to cuda_gemv_quant.h).
 // Decode reads every weight once per token, so this kernel is what bounds decode speed: one
 // warp per weight row streams it with 16-byte loads that skip L1, four in flight per lane (eight
 // for batch-1 steps of the gemv_deep kernels),

@@ -10,8 +10,13 @@
 //   gemm        f16/bf16 weights, one tensor-core GEMM over activations rounded to the weights'
 //               type: the fast prefill path that timing picks (cuda_gemm.h);
 //   gemm_halves the same as two products over the two halves of the weight rows.
-// Weights are stored in row formats (f32, f16, bf16); the panel layouts of the CPU are not read
-// here. Plain C++: the build's kernel tuner lists them without a GPU.
+// Integer weights (i8c, i8g32, i8g128, i4g32, i4g128: the CPU's row formats, read as stored):
+//   gemv        decode steps: widened in registers (cuda_gemv_quant.h);
+//   sgemm       the weight widened to fp32 (exact) into scratch, then cuBLAS SGEMM on fp32
+//               activations: listed first, what an untimed build takes;
+//   gemm        the weight widened to fp16 into scratch, then one tensor-core GEMM over
+//               activations rounded to fp16 (cuda_dequant.h).
+// Weights are stored in row formats; the panel layouts of the CPU are not read here. Plain C++: the build's kernel tuner lists them without a GPU.
 #pragma once
 
 #include <string_view>
@@ -21,7 +26,15 @@
 
 namespace kiln::cuda {
 
-enum class CudaMatmulAlgo { kGemv, kGemvDeep, kGemmSplit, kGemmRounded, kGemmRoundedHalves };
+enum class CudaMatmulAlgo {
+  kGemv,
+  kGemvDeep,
+  kGemmSplit,
+  kGemmRounded,
+  kGemmRoundedHalves,
+  kDequantSgemm,  // integer weights widened to fp32
+  kDequantGemm,   // integer weights widened to fp16, fp16 activations
+};
 
 struct CudaMatmulKernel {
   std::string_view name;
@@ -38,6 +51,9 @@ const CudaMatmulKernel* cuda_matmul_kernel_find(std::string_view name);
 
 // Whether the kernel is a matrix-vector one (gemv, gemv_deep), for decode-sized steps.
 bool cuda_matmul_kernel_is_gemv(const CudaMatmulKernel& kernel);
+
+// Whether the kernel rounds its activations to a 16-bit type (the fast tensor-core products).
+bool cuda_matmul_kernel_rounds_activations(const CudaMatmulKernel& kernel);
 
 // Whether `kernel` can compute a product of m rows (gemv: m < 8).
 bool cuda_matmul_kernel_fits(const CudaMatmulKernel& kernel, int64_t m);

@@ -97,7 +97,7 @@ struct CudaKernelTuner::Gpu {
     KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(x.ptr, xs.data(), xs.size() * sizeof(float), cudaMemcpyHostToDevice));
     KILN_RETURN_IF_ERROR(y.reserve(static_cast<size_t>(m * n) * sizeof(float)));
     KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the copies ran on the legacy stream
-    KILN_RETURN_IF_ERROR(scratch.reserve(std::max<size_t>(1, gemm_scratch_bytes(kernel.format, GemmActivations::kSplit, m, k))));
+    KILN_RETURN_IF_ERROR(scratch.reserve(std::max<size_t>(1, matmul_scratch_bytes(kernel, m, n, k))));
     size_t next = 0;
     auto run = [&] {
       const void* w = static_cast<const std::byte*>(weights.ptr) + (next++ % copies) * copy_stride;

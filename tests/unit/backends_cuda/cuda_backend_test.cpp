@@ -45,10 +45,14 @@ nlohmann::json load_golden(const std::string& name) {
 
 // Builds `case_name` in `format` for the CUDA target (kernels timed on the GPU when `timed`;
 // untimed builds take each list's first kernel: fp32 activations throughout) or the CPU.
-std::string build(const std::string& case_name, ir::WeightFormat format, bool cuda, bool timed = false) {
+// `simulate`: the weights rounded through `format` and stored as f32 (the CPU's reference for
+// quantised engines).
+std::string build(const std::string& case_name, ir::WeightFormat format, bool cuda, bool timed = false,
+                  bool simulate = false) {
   const std::string path = (fs::temp_directory_path() / ("kiln_cuda_test_" + case_name + "_" +
                                                         std::string(ir::weight_format_name(format)) +
-                                                        (cuda ? (timed ? "_timed" : "_cuda") : "_cpu") + ".kiln"))
+                                                        (cuda ? (timed ? "_timed" : "_cuda") : "_cpu") +
+                                                        (simulate ? "_simulated" : "") + ".kiln"))
                                .string();
   engine::EngineBuildRequest req;
   req.model_dir = (kData / case_name).string();
@@ -56,6 +60,7 @@ std::string build(const std::string& case_name, ir::WeightFormat format, bool cu
   req.options.matmul_format = format;
   req.options.max_batch_tokens = 64;
   req.options.autotune = timed;
+  req.options.simulate_quantization = simulate;
   engine::EngineBuildHooks hooks;
   std::unique_ptr<passes::KernelTuner> tuner;
   if (cuda) {
@@ -77,8 +82,8 @@ std::string build(const std::string& case_name, ir::WeightFormat format, bool cu
 class Engine {
  public:
   Engine(const std::string& case_name, ir::WeightFormat format, bool cuda, bool timed = false,
-         runtime::KvCacheDtype kv = runtime::KvCacheDtype::kF32)
-      : path_(build(case_name, format, cuda, timed)) {
+         runtime::KvCacheDtype kv = runtime::KvCacheDtype::kF32, bool simulate = false)
+      : path_(build(case_name, format, cuda, timed, simulate)) {
     auto m = runtime::LoadedModel::load(path_);
     EXPECT_TRUE(m) << m.status().message();
     if (!m) return;
@@ -186,6 +191,31 @@ TEST_P(CudaGoldenTest, HalfPrecisionMatchesCpuEngine) {
     for (const auto& entry : g["greedy"]) {
       const auto p = entry["prompt"].get<std::vector<int32_t>>();
       EXPECT_EQ(gpu.greedy(p, 12), cpu.greedy(p, 12)) << name << " fp16 greedy, " << p.size() << "-token prompt";
+    }
+  }
+}
+
+// Integer weights on the GPU, read as the CPU stores them (decode: widened in the GEMV's
+// registers; prefill in an untimed build: widened to fp32 for SGEMM), compute what an fp32 CPU
+// engine over the same quantised values computes, up to summation order; greedy paths are equal.
+TEST_P(CudaGoldenTest, IntegerWeightsMatchCpuEngineOfTheSameValues) {
+  KILN_REQUIRE_GPU();
+  const std::string name = GetParam();
+  const nlohmann::json g = load_golden(name);
+  const auto f32 = runtime::KvCacheDtype::kF32;
+  for (ir::WeightFormat f : {ir::WeightFormat::kI8Channel, ir::WeightFormat::kI4Group32}) {
+    Engine gpu(name, f, true), cpu(name, f, false, false, f32, /*simulate=*/true);
+    ASSERT_TRUE(gpu.ok() && cpu.ok());
+    for (size_t i = 0; i < g["prompts"].size(); ++i) {
+      const auto prompt = g["prompts"][i].get<std::vector<int32_t>>();
+      const std::vector<float> want = cpu.logits(prompt);
+      EXPECT_LE(max_diff(gpu.logits(prompt), want), 1e-4 * max_abs(want))
+          << name << " " << ir::weight_format_name(f) << " prompt " << i;
+    }
+    for (const auto& entry : g["greedy"]) {
+      const auto p = entry["prompt"].get<std::vector<int32_t>>();
+      EXPECT_EQ(gpu.greedy(p, 12), cpu.greedy(p, 12))
+          << name << " " << ir::weight_format_name(f) << " greedy, " << p.size() << "-token prompt";
     }
   }
 }

@@ -34,6 +34,12 @@ using testing::rel_error;
 
 constexpr int64_t kSizes[] = {7, 83, 769, 5125};
 
+// Every weight format the CUDA backend reads: the float ones and the CPU's integer row formats.
+constexpr ir::WeightFormat kRowFormats[] = {
+    ir::WeightFormat::kF32,        ir::WeightFormat::kF16,       ir::WeightFormat::kBF16,
+    ir::WeightFormat::kI8Channel,  ir::WeightFormat::kI8Group32, ir::WeightFormat::kI8Group128,
+    ir::WeightFormat::kI4Group32,  ir::WeightFormat::kI4Group128};
+
 TEST(CudaElementwise, MatchesCpu) {
   KILN_REQUIRE_GPU();
   for (int64_t n : kSizes) {
@@ -141,11 +147,11 @@ TEST(CudaNorm, RowsHeldInRegistersAndResidualAddMatchCpu) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
-TEST(CudaEmbedding, EveryFloatFormatMatchesCpu) {
+TEST(CudaEmbedding, EveryRowFormatMatchesCpu) {
   KILN_REQUIRE_GPU();
-  const ir::WeightFormat formats[] = {ir::WeightFormat::kF32, ir::WeightFormat::kF16, ir::WeightFormat::kBF16};
-  for (ir::WeightFormat f : formats) {
-    for (int64_t hidden : {int64_t{83}, int64_t{769}}) {
+  for (ir::WeightFormat f : kRowFormats) {
+    for (int64_t hidden : {int64_t{83}, int64_t{769}, int64_t{256}}) {
+      if (!ir::weight_format_fits(f, hidden)) continue;
       const int64_t vocab = 61, t = 9;
       const auto w = random_floats(static_cast<size_t>(vocab * hidden), 9);
       std::vector<std::byte> table(static_cast<size_t>(vocab) * ir::weight_format_row_bytes(f, hidden));
@@ -233,14 +239,18 @@ TEST(CudaMatmul, EveryKernelMatchesDoubleReference) {
   KILN_REQUIRE_GPU();
   cublasHandle_t handle = nullptr;
   ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
-  const ir::WeightFormat formats[] = {ir::WeightFormat::kF32, ir::WeightFormat::kF16, ir::WeightFormat::kBF16};
   struct Shape {
     int64_t m, n, k;
   };
-  const Shape shapes[] = {{1, 83, 769}, {3, 7, 83}, {7, 769, 5125}, {1, 130, 1024}, {9, 83, 769}, {83, 129, 96},
-                          {200, 64, 5125}};
-  for (ir::WeightFormat f : formats) {
+  // Odd shapes take the scalar paths (and the integer group formats skip widths they cannot
+  // store); 1024, 4096 and 512 take the vector ones, 96 the scalar path of the 32-groups (an odd
+  // block count).
+  const Shape shapes[] = {{1, 83, 769}, {3, 7, 83},    {7, 769, 5125}, {1, 130, 1024}, {9, 83, 769},
+                          {83, 129, 96}, {200, 64, 5125}, {1, 33, 4096},  {5, 130, 4096}, {1, 7, 96},
+                          {9, 64, 512},  {130, 19, 1024}};
+  for (ir::WeightFormat f : kRowFormats) {
     for (const Shape& s : shapes) {
+      if (!ir::weight_format_fits(f, s.k)) continue;
       const auto x = random_floats(static_cast<size_t>(s.m * s.k), 12);
       const auto wf = random_floats(static_cast<size_t>(s.n * s.k), 13);
       const auto bias = random_floats(static_cast<size_t>(s.n), 14);
@@ -248,17 +258,19 @@ TEST(CudaMatmul, EveryKernelMatchesDoubleReference) {
       ir::weight_quantize(f, wf.data(), s.n, s.k, w.data());
       const auto want = matmul_reference(x, s.m, s.k, w, f, s.n, bias);
       DeviceArray<float> dx(x), dbias(bias), dy(static_cast<size_t>(s.m * s.n));
-      DeviceArray<std::byte> dw(w), scratch(gemm_scratch_bytes(f, GemmActivations::kSplit, s.m, s.k) + 16);
-      for (const CudaMatmulKernel* kern : cuda_matmul_kernels(f, s.m)) {
+      DeviceArray<std::byte> dw(w);
+      const auto kernels = cuda_matmul_kernels(f, s.m);
+      ASSERT_FALSE(kernels.empty()) << ir::weight_format_name(f) << " m " << s.m;
+      for (const CudaMatmulKernel* kern : kernels) {
+        DeviceArray<std::byte> scratch(matmul_scratch_bytes(*kern, s.m, s.n, s.k) + 16);
         ASSERT_TRUE(launch_matmul(*kern, handle, dx.get(), s.m, s.k, dw.get(), s.n, dbias.get(), dy.get(),
                                   scratch.get(), nullptr));
-        // fp32 activations: only summation order differs. Rounded activations: fp16 2^-11, bf16
-        // 2^-8 per element, averaging over k terms.
-        const bool rounded =
-            kern->algo == CudaMatmulAlgo::kGemmRounded || kern->algo == CudaMatmulAlgo::kGemmRoundedHalves;
-        const double tol = !rounded ? 1e-5
-                           : f == ir::WeightFormat::kF16             ? 2e-3
-                                                                     : 1.5e-2;
+        // fp32 activations (and integer weights widened exactly): only summation order differs.
+        // Rounded activations: fp16 2^-11, bf16 2^-8 per element (and for integer weights the
+        // fp16 rounding of s * q), averaging over k terms.
+        const double tol = !cuda_matmul_kernel_rounds_activations(*kern) ? 1e-5
+                           : f == ir::WeightFormat::kBF16                 ? 1.5e-2
+                                                                          : 2e-3;
         EXPECT_LE(rel_error(dy.download(), want), tol)
             << kern->name << " m " << s.m << " n " << s.n << " k " << s.k;
       }
@@ -269,13 +281,13 @@ TEST(CudaMatmul, EveryKernelMatchesDoubleReference) {
 
 TEST(CudaMatmul, GemvWithSwigluMatchesProductThenSilu) {
   KILN_REQUIRE_GPU();
-  const ir::WeightFormat formats[] = {ir::WeightFormat::kF32, ir::WeightFormat::kF16, ir::WeightFormat::kBF16};
   struct Shape {
     int64_t m, inter, k;
   };
-  const Shape shapes[] = {{1, 83, 769}, {3, 130, 1024}, {7, 64, 5125}, {2, 9, 83}};
-  for (ir::WeightFormat f : formats) {
+  const Shape shapes[] = {{1, 83, 769}, {3, 130, 1024}, {7, 64, 5125}, {2, 9, 83}, {1, 40, 4096}, {4, 17, 96}};
+  for (ir::WeightFormat f : kRowFormats) {
     for (const Shape& s : shapes) {
+      if (!ir::weight_format_fits(f, s.k)) continue;
       const int64_t n = 2 * s.inter;
       const auto x = random_floats(static_cast<size_t>(s.m * s.k), 33);
       const auto wf = random_floats(static_cast<size_t>(n * s.k), 34);
@@ -313,8 +325,18 @@ TEST(CudaMatmul, KernelListsSplitDecodeFromPrefill) {
     for (const auto* k : prefill) EXPECT_FALSE(cuda_matmul_kernel_is_gemv(*k)) << k->name;
     EXPECT_EQ(cuda_matmul_kernel_find(decode[0]->name), decode[0]);
   }
-  EXPECT_TRUE(cuda_matmul_kernels(ir::WeightFormat::kI8Channel, 1).empty());
+  for (ir::WeightFormat f : {ir::WeightFormat::kI8Channel, ir::WeightFormat::kI8Group32, ir::WeightFormat::kI4Group32,
+                             ir::WeightFormat::kI4Group128}) {
+    const auto decode = cuda_matmul_kernels(f, 1);
+    const auto prefill = cuda_matmul_kernels(f, 128);
+    ASSERT_EQ(decode.size(), 1u);
+    EXPECT_EQ(decode[0]->algo, CudaMatmulAlgo::kGemv);
+    ASSERT_EQ(prefill.size(), 2u);
+    EXPECT_EQ(prefill[0]->algo, CudaMatmulAlgo::kDequantSgemm) << "an untimed build keeps fp32 activations";
+    EXPECT_TRUE(cuda_matmul_kernel_rounds_activations(*prefill[1]));
+  }
   EXPECT_TRUE(cuda_matmul_kernels(ir::WeightFormat::kF16Panel8, 128).empty());
+  EXPECT_TRUE(cuda_matmul_kernels(ir::WeightFormat::kI4Group32Panel8, 1).empty());
 }
 
 struct AttnCase {
@@ -425,25 +447,32 @@ void check_attention(const AttnCase& c, const std::vector<int32_t>& context = {5
   launch_attention_rows(dq.get(), t, tokens, gs, kv, out.get(), nullptr);
   EXPECT_LE(rel_error(out.download(), want), 2e-6) << "rows kernel, " << what;
   if (attention_tiles_supported(c.head_dim)) {
-    std::vector<AttentionTile> tiles;
-    for (int s = 0; s < 3; ++s) {
-      for (int r = query_start[static_cast<size_t>(s)]; r < query_start[static_cast<size_t>(s) + 1]; r += kAttentionTileRows) {
-        tiles.push_back({s, r, std::min(kAttentionTileRows, query_start[static_cast<size_t>(s) + 1] - r), 0});
+    // The step's rows in tiles of up to `rows` rows of one sequence, on the device.
+    auto make_tiles = [&](int rows) {
+      std::vector<AttentionTile> tiles;
+      for (int s = 0; s < 3; ++s) {
+        for (int r = query_start[static_cast<size_t>(s)]; r < query_start[static_cast<size_t>(s) + 1]; r += rows) {
+          tiles.push_back({s, r, std::min(rows, query_start[static_cast<size_t>(s) + 1] - r), 0});
+        }
       }
-    }
-    std::vector<int32_t> tile_ints(tiles.size() * 4);
-    std::memcpy(tile_ints.data(), tiles.data(), tile_ints.size() * 4);
-    DeviceArray<int32_t> dtiles(tile_ints);
+      std::vector<int32_t> tile_ints(tiles.size() * 4);
+      std::memcpy(tile_ints.data(), tiles.data(), tile_ints.size() * 4);
+      return DeviceArray<int32_t>(tile_ints);
+    };
+    DeviceArray<int32_t> dtiles = make_tiles(kAttentionTileRows);
     DeviceArray<float> out2(static_cast<size_t>(t * q_row));
     launch_attention_tiles(dq.get(), reinterpret_cast<const AttentionTile*>(dtiles.get()),
-                           static_cast<int64_t>(tiles.size()), tokens, gs, kv, out2.get(), nullptr);
+                           static_cast<int64_t>(dtiles.size() / 4), tokens, gs, kv, out2.get(), nullptr);
     EXPECT_LE(rel_error(out2.download(), want), 2e-6) << "tiles kernel, " << what;
     if (attention_mma_supported(c.head_dim)) {
-      DeviceArray<float> out3(static_cast<size_t>(t * q_row));
-      launch_attention_mma(dq.get(), reinterpret_cast<const AttentionTile*>(dtiles.get()),
-                           static_cast<int64_t>(tiles.size()), tokens, gs, kv, out3.get(), nullptr);
-      // fp16 products: q, k, v and the softmax numerators each rounded (2^-11).
-      EXPECT_LE(rel_error(out3.download(), want), 4e-3) << "tensor-core kernel, " << what;
+      for (int rows : {kAttentionTileRows}) {
+        DeviceArray<int32_t> mtiles = make_tiles(rows);
+        DeviceArray<float> out3(static_cast<size_t>(t * q_row));
+        launch_attention_mma(dq.get(), reinterpret_cast<const AttentionTile*>(mtiles.get()),
+                             static_cast<int64_t>(mtiles.size() / 4), tokens, gs, kv, out3.get(), nullptr);
+        // fp16 products: q, k, v and the softmax numerators each rounded (2^-11).
+        EXPECT_LE(rel_error(out3.download(), want), 4e-3) << "tensor-core kernel, tiles of " << rows << ", " << what;
+      }
     }
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess) << what;

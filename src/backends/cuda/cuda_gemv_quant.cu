@@ -1,0 +1,209 @@
+#include "backends/cuda/cuda_gemv_quant.h"
+
+#include "backends/cuda/cuda_quant.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+
+using F = ir::WeightFormat;
+
+__device__ __forceinline__ float silu_f(float v) { return v / (1.0f + expf(-v)); }
+
+__device__ __forceinline__ float dot4(const float* v, float4 x) { return v[0] * x.x + v[1] * x.y + v[2] * x.z + v[3] * x.w; }
+
+// acc[i][r] += scale_i * (chunk i's weights . x[r, their elements]) for the W weight rows of
+// chunks ch[0..W), which share their columns, and the first m activation rows: each activation
+// float4 is read once for all W rows (the activations, not the weights, would otherwise be most
+// of what the SM reads: 4 or 8 bytes of them per weight byte).
+template <F Fmt, int M, int W>
+__device__ __forceinline__ void fma_chunks(const QuantChunk* ch, const float* x, int64_t k, int m, float (*acc)[M]) {
+  using Q = QuantFormat<Fmt>;
+  float part[W][M] = {};
+  const int64_t e0 = ch[0].e0;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    float4 lo[M], hi[M];
+#pragma unroll
+    for (int r = 0; r < M; ++r) {
+      if (r >= m) break;
+      lo[r] = __ldg(reinterpret_cast<const float4*>(x + r * k + e0) + t);
+      if constexpr (Q::kInt4) hi[r] = __ldg(reinterpret_cast<const float4*>(x + r * k + e0 + Q::kGroup / 2) + t);
+    }
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      float v[Q::kInt4 ? 8 : 4];
+      quant_unpack_word<Fmt>(ch[i].q[t], v);
+#pragma unroll
+      for (int r = 0; r < M; ++r) {
+        if (r >= m) break;
+        part[i][r] += dot4(v, lo[r]);
+        if constexpr (Q::kInt4) part[i][r] += dot4(v + 4, hi[r]);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+#pragma unroll
+    for (int r = 0; r < M; ++r) acc[i][r] += ch[i].scale * part[i][r];
+  }
+}
+
+// RW output columns per warp (kGlu: each reads rows `col` (gate) and `col + n` (up) and writes
+// silu(gate) * up), as the float gemv (cuda_gemv.cu) otherwise: the lanes take the rows' chunks
+// in turn, U at a time. m <= M activation rows.
+template <F Fmt, int M, int RW, int U, bool kGlu>
+__global__ void __launch_bounds__(kThreads) gemv_quant_kernel(const float* x, int m, int64_t k, const uint8_t* w,
+                                                              size_t row_bytes, int64_t n, const float* bias,
+                                                              float* y) {
+  using Q = QuantFormat<Fmt>;
+  constexpr int R = kGlu ? 2 : 1;
+  constexpr int W = RW * R;  // weight rows per warp
+  const int lane = threadIdx.x % 32;
+  const int64_t col0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * RW;
+  if (col0 >= n) return;
+  const uint8_t* wrow[W];
+#pragma unroll
+  for (int i = 0; i < RW; ++i) {
+    const int64_t col = col0 + i < n ? col0 + i : n - 1;  // past the end: recompute the last, store nothing
+#pragma unroll
+    for (int j = 0; j < R; ++j) wrow[i * R + j] = w + static_cast<size_t>(col + j * n) * row_bytes;
+  }
+  float acc[W][M] = {};
+  const int64_t chunks = quant_chunks_per_row<Fmt>(k);
+  int64_t c = lane;
+  for (; c + 32 * (U - 1) < chunks; c += 32 * U) {
+    QuantChunk ch[U][W];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int i = 0; i < W; ++i) ch[u][i] = quant_load_chunk<Fmt>(wrow[i], c + 32 * u);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) fma_chunks<Fmt, M, W>(ch[u], x, k, m, acc);
+  }
+  for (; c < chunks; c += 32) {
+    QuantChunk ch[W];
+#pragma unroll
+    for (int i = 0; i < W; ++i) ch[i] = quant_load_chunk<Fmt>(wrow[i], c);
+    fma_chunks<Fmt, M, W>(ch, x, k, m, acc);
+  }
+#pragma unroll
+  for (int i = 0; i < RW; ++i) {
+    const int64_t col = col0 + i;
+    if (col >= n) break;
+    float row_scale[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) row_scale[j] = Q::kChannel ? quant_channel_scale(wrow[i * R + j], k) : 1.0f;
+#pragma unroll
+    for (int r = 0; r < M; ++r) {
+      if (r >= m) break;
+      float s[R];
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
+        s[j] = acc[i * R + j][r];
+        for (int o = 16; o > 0; o >>= 1) s[j] += __shfl_xor_sync(0xffffffffu, s[j], o);
+        s[j] *= row_scale[j];
+        if (bias != nullptr) s[j] += bias[col + j * n];
+      }
+      if (lane == 0) y[r * n + col] = kGlu ? silu_f(s[0]) * s[R - 1] : s[0];
+    }
+  }
+}
+
+// Any shape and alignment: one weight per lane and step, read bytewise (quant_element).
+template <bool kGlu>
+__global__ void __launch_bounds__(kThreads) gemv_quant_scalar_kernel(F format, const float* x, int m, int64_t k,
+                                                                     const uint8_t* w, size_t row_bytes, int64_t n,
+                                                                     const float* bias, float* y) {
+  constexpr int R = kGlu ? 2 : 1;
+  constexpr int kRows = static_cast<int>(kGemvMaxRows) - 1;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (row >= n) return;
+  float acc[R][kRows] = {};
+  for (int64_t e = lane; e < k; e += 32) {
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      const float wv = quant_element(format, w, row_bytes, k, row + j * n, e);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (r < m) acc[j][r] += wv * x[r * k + e];
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (r >= m) break;
+    float s[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      s[j] = acc[j][r];
+      for (int o = 16; o > 0; o >>= 1) s[j] += __shfl_xor_sync(0xffffffffu, s[j], o);
+      if (bias != nullptr) s[j] += bias[row + j * n];
+    }
+    if (lane == 0) y[r * n + row] = kGlu ? silu_f(s[0]) * s[R - 1] : s[0];
+  }
+}
+
+template <F Fmt, int M, int RW, int U, bool kGlu>
+void launch_vec(const float* x, int64_t m, int64_t k, const uint8_t* w, size_t row_bytes, int64_t n,
+                const float* bias, float* y, cudaStream_t stream) {
+  const int64_t warps = (n + RW - 1) / RW;
+  const auto blocks = static_cast<unsigned>((warps + kWarps - 1) / kWarps);
+  gemv_quant_kernel<Fmt, M, RW, U, kGlu>
+      <<<blocks, kThreads, 0, stream>>>(x, static_cast<int>(m), k, w, row_bytes, n, bias, y);
+}
+
+// Batch-1 steps: 4 weight rows a warp (2 SwiGLU columns), 2 chunks of each in flight per lane.
+// Wider steps: one column a warp (its activations are M float4 a word already).
+template <F Fmt, bool kGlu>
+void launch_typed(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, const float* bias, float* y,
+                  cudaStream_t stream) {
+  const size_t row_bytes = ir::weight_format_row_bytes(Fmt, k);
+  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 4 == 0;
+  if (!aligned || !quant_vector_fits<Fmt>(k)) {
+    const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
+    gemv_quant_scalar_kernel<kGlu>
+        <<<blocks, kThreads, 0, stream>>>(Fmt, x, static_cast<int>(m), k, w, row_bytes, n, bias, y);
+  } else if (m == 1) {
+    launch_vec<Fmt, 1, kGlu ? 2 : 4, 2, kGlu>(x, m, k, w, row_bytes, n, bias, y, stream);
+  } else {
+    static_assert(kGemvMaxRows == 8, "the wide kernel takes m = 2 .. 7");
+    launch_vec<Fmt, 7, 1, 2, kGlu>(x, m, k, w, row_bytes, n, bias, y, stream);
+  }
+}
+
+template <bool kGlu>
+void launch_format(F format, const float* x, int64_t m, int64_t k, const void* w, int64_t n, const float* bias,
+                   float* y, cudaStream_t stream) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  switch (format) {
+    case F::kI8Channel: return launch_typed<F::kI8Channel, kGlu>(x, m, k, wb, n, bias, y, stream);
+    case F::kI8Group32: return launch_typed<F::kI8Group32, kGlu>(x, m, k, wb, n, bias, y, stream);
+    case F::kI8Group128: return launch_typed<F::kI8Group128, kGlu>(x, m, k, wb, n, bias, y, stream);
+    case F::kI4Group32: return launch_typed<F::kI4Group32, kGlu>(x, m, k, wb, n, bias, y, stream);
+    case F::kI4Group128: return launch_typed<F::kI4Group128, kGlu>(x, m, k, wb, n, bias, y, stream);
+    default: return;
+  }
+}
+
+}  // namespace
+
+bool gemv_quant_supports(ir::WeightFormat format) {
+  return ir::weight_format_is_quantized(format) && !ir::weight_format_is_panel(format);
+}
+
+void launch_gemv_quant(ir::WeightFormat format, bool glu, const float* x, int64_t m, int64_t k, const void* w,
+                       int64_t n, const float* bias, float* y, cudaStream_t stream) {
+  if (m <= 0 || n <= 0) return;
+  if (glu) {
+    launch_format<true>(format, x, m, k, w, n, bias, y, stream);
+  } else {
+    launch_format<false>(format, x, m, k, w, n, bias, y, stream);
+  }
+}
+
+}  // namespace kiln::cuda
