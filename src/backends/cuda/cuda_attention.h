@@ -64,7 +64,8 @@ struct AttentionTile {
   int32_t rows;
   int32_t unused;
 };
-inline constexpr int kAttentionTileRows = 32;
+inline constexpr int kAttentionTileRows = 32;     // the most rows of a tile launch_attention_tiles takes
+inline constexpr int kAttentionMmaTileRows = 64;  // the most launch_attention_mma takes
 
 // Raises the shared-memory limit of the tile kernels; once per process, before any launch.
 Status attention_init();

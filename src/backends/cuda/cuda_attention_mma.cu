@@ -1,6 +1,6 @@
-// The prefill attention kernel on tensor cores (attention_tiles_supported's tiles, head_dim a
-// multiple of 16 up to 128): one thread block of 4 warps per (tile of up to kAttentionTileRows
-// query rows of one sequence, head). Per tile of kKeys keys: K and V are read from the paged
+// The prefill attention kernel on tensor cores (head_dim a multiple of 32 up to 128): one thread
+// block of 8 warps per (tile of up to kAttentionMmaTileRows query rows of one sequence, head);
+// every K/V tile read from the cache serves the tile's 64 rows. Per tile of kKeys keys: K and V are read from the paged
 // cache and rounded to fp16 in shared memory, S = Q K^T comes from wmma 16x16x16 products with
 // fp32 accumulation, the online softmax (fp32: running max, sum, rescale of the output) runs
 // over S in shared memory, and O += P V is again a wmma product whose fp32 accumulator lives in
@@ -20,9 +20,9 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr int kWarps = 4;
+constexpr int kRows = kAttentionMmaTileRows;  // 64: four 16-row fragments
+constexpr int kWarps = kRows / 8;            // two a 16-row fragment: S and O split by columns
 constexpr int kThreads = kWarps * 32;
-constexpr int kRows = kAttentionTileRows;  // 32: two 16-row fragments
 constexpr int kKeys = 64;                  // four 16-key fragments
 constexpr int kMaxDim = 128;
 constexpr int kPadH = 8;  // halves of padding per shared row (bank spread; keeps 16-byte rows)
@@ -164,6 +164,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const float* q,
     __syncthreads();
 
     // Online softmax: 4 threads a row, 16 keys each.
+    static_assert(kThreads == 4 * kRows && kKeys == 4 * 16, "4 threads a row, 16 keys each");
     {
       const int r = threadIdx.x / 4, part = threadIdx.x % 4;
       const int pos = pos0 + r;

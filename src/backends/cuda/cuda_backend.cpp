@@ -168,6 +168,10 @@ struct CudaBackend::State {
   std::map<std::string, std::pair<double, int64_t>> profile_steps;  // "decode"/"prefill" -> (ms, steps)
   std::set<bool> profile_seen;  // kinds of step (decode or not) run once already
 
+  // Rows of the prefill tiles a step builds: the tensor-core attention kernel's 64 where the
+  // engine's attention runs on it, the fp32 tile kernel's 32 otherwise.
+  int tile_rows = kAttentionTileRows;
+
   bool graphs_enabled = true;
   int64_t graphs_captured = 0, graph_replays = 0;
   std::map<std::tuple<int64_t, int64_t, const void*, int, int>, cudaGraphExec_t> graphs;
@@ -371,6 +375,7 @@ Status CudaBackend::State::bind_nodes() {
   constants_host.clear();
   const ir::Graph& g = *graph;
   State* self = this;
+  tile_rows = kAttentionTileRows;
   const std::map<ir::ValueId, int> consumers = consumer_counts(g);
   // Attention nodes whose k and v launch_qkv_rope_store stores, and the buffer it writes their
   // queries to (one, reused by every layer).
@@ -617,6 +622,7 @@ Status CudaBackend::State::bind_nodes() {
       }
       const bool tiles = attention_tiles_supported(shape.head_dim);
       const bool mma = half_precision && attention_mma_supported(shape.head_dim);
+      if (mma && tiles) tile_rows = kAttentionMmaTileRows;
       const bool split = attention_split_supported(shape.head_dim);
       const int64_t layer = node.attr_int("layer");
       const bool alibi = node.attr_int("alibi") != 0;
@@ -936,8 +942,8 @@ Expected<std::span<const float>> CudaBackend::run_step(const runtime::StepView& 
   for (size_t q = 0; q < ns; ++q) {
     const int32_t begin = step.query_start[q], end = step.query_start[q + 1];
     for (int32_t i = begin; i < end; ++i) token_seq[i] = static_cast<int32_t>(q);
-    for (int32_t r = begin; r < end; r += kAttentionTileRows) {
-      tiles[num_tiles++] = {static_cast<int32_t>(q), r, std::min(kAttentionTileRows, end - r), 0};
+    for (int32_t r = begin; r < end; r += s.tile_rows) {
+      tiles[num_tiles++] = {static_cast<int32_t>(q), r, std::min(s.tile_rows, end - r), 0};
     }
   }
   ctx.num_tiles = num_tiles;

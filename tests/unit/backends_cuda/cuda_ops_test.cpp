@@ -465,7 +465,7 @@ void check_attention(const AttnCase& c, const std::vector<int32_t>& context = {5
                            static_cast<int64_t>(dtiles.size() / 4), tokens, gs, kv, out2.get(), nullptr);
     EXPECT_LE(rel_error(out2.download(), want), 2e-6) << "tiles kernel, " << what;
     if (attention_mma_supported(c.head_dim)) {
-      for (int rows : {kAttentionTileRows}) {
+      for (int rows : {kAttentionTileRows, kAttentionMmaTileRows}) {
         DeviceArray<int32_t> mtiles = make_tiles(rows);
         DeviceArray<float> out3(static_cast<size_t>(t * q_row));
         launch_attention_mma(dq.get(), reinterpret_cast<const AttentionTile*>(mtiles.get()),
