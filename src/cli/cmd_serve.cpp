@@ -1,7 +1,6 @@
 // kiln serve [ENGINE] [--host H] [--port P] [--api-key KEY | --api-key-file F] [...]
 // The HTTP server: OpenAI- and KServe-compatible endpoints over one continuously batched
-// ServingEngine. With no ENGINE it compiles the bundled demo model once (cached beside the
-// binary, rebuilt when the cached file fails to load or the model is newer) and serves it.
+// ServingEngine. With no ENGINE it serves the bundled demo model (cli/demo_engine.h).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,14 +12,13 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
-#include <thread>
 
-#include "backends/cpu/cpu_tuner.h"
+#include "backends/cpu/cpu_backend.h"
 #if KILN_HAVE_CUDA
 #include "backends/cuda/cuda_device.h"
 #endif
 #include "cli/commands.h"
-#include "engine/engine_builder.h"
+#include "cli/demo_engine.h"
 #include "llm/serving/engine.h"
 #include "server/api_service.h"
 #include "server/http_server.h"
@@ -86,64 +84,6 @@ Expected<uint64_t> parse_size(const std::string& text) {
     }
   }
   return invalid_argument("--kv-cache-memory '" + text + "' is not a size (e.g. 512MiB, 2GiB)");
-}
-
-fs::path binary_dir() {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::current_path() : exe.parent_path();
-}
-
-// The demo model's directory: beside the source tree the binary was built from.
-Expected<fs::path> demo_model_dir() {
-  std::vector<fs::path> candidates = {fs::path(KILN_DEMO_MODEL_DIR), binary_dir() / "../../models/demo",
-                                      fs::current_path() / "models/demo"};
-  for (const auto& c : candidates) {
-    if (fs::exists(c / "config.json")) return fs::weakly_canonical(c);
-  }
-  return not_found("no ENGINE given and the demo model (models/demo) was not found; pass an engine file");
-}
-
-fs::file_time_type newest_file(const fs::path& dir) {
-  fs::file_time_type t{};
-  for (const auto& e : fs::directory_iterator(dir)) t = std::max(t, e.last_write_time());
-  return t;
-}
-
-// The cached demo engine, compiled first if absent, stale or unloadable.
-Expected<std::string> demo_engine(int threads) {
-  KILN_ASSIGN_OR_RETURN(fs::path model_dir, demo_model_dir());
-  const fs::path cached = binary_dir() / "demo.kiln";
-  std::error_code ec;
-  if (fs::exists(cached, ec) && fs::last_write_time(cached, ec) >= newest_file(model_dir)) {
-    if (runtime::LoadedModel::load(cached.string())) return cached.string();
-    std::fprintf(stderr, "kiln serve: the cached %s does not load; compiling it again\n", cached.c_str());
-  }
-  std::fprintf(stderr, "kiln serve: compiling the demo model %s into %s (once)\n", model_dir.c_str(), cached.c_str());
-  cpu::CpuKernelTuner tuner(cpu::isa_active());
-  engine::EngineBuildRequest req;
-  req.model_dir = model_dir.string();
-  req.output_path = cached.string() + ".tmp";
-  req.options.matmul_format = ir::WeightFormat::kBF16;
-  req.options.max_batch_tokens = 512;
-  req.options.autotune = true;
-  engine::EngineBuildHooks hooks;
-  hooks.tuner = &tuner;
-  // Compiled on a thread of its own: timing kernels starts OpenMP's workers, and they leave with
-  // that thread instead of idling beside the serving engine's (see ServingEngine::create).
-  Status built;
-  std::thread([&] {
-    cpu::cpu_set_threads(threads);
-    try {
-      built = engine::build_engine(req, hooks);
-    } catch (const std::exception& e) {  // nothing may escape a thread
-      built = internal_error(std::string("compiling the demo model: ") + e.what());
-    }
-  }).join();
-  KILN_RETURN_IF_ERROR(built);
-  fs::rename(req.output_path, cached, ec);
-  if (ec) return io_error("cannot write " + cached.string() + ": " + ec.message());
-  return cached.string();
 }
 
 Expected<std::string> read_text_file(const std::string& path, const char* what) {
