@@ -2,7 +2,6 @@
 
 #include <cuda_fp16.h>
 
-#include "backends/cuda/cuda_gemv_quant.h"
 #include "backends/cuda/cuda_quant.cuh"
 
 namespace kiln::cuda {
@@ -94,8 +93,6 @@ void launch_format(F format, const uint8_t* w, int64_t n, int64_t k, T* out, cud
 }
 
 }  // namespace
-
-bool dequantize_supports(ir::WeightFormat format) { return gemv_quant_supports(format); }
 
 void launch_dequantize(ir::WeightFormat format, const void* w, int64_t n, int64_t k, void* out, bool to_half,
                        cudaStream_t stream) {

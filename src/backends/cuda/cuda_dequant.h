@@ -12,9 +12,8 @@
 
 namespace kiln::cuda {
 
-bool dequantize_supports(ir::WeightFormat format);
-
-// w: [n, k] in `format`; out: [n, k] of __half (to_half) or float. Device buffers.
+// w: [n, k] in `format` (one of the integer formats above; others write nothing); out: [n, k] of
+// __half (to_half) or float. Device buffers.
 void launch_dequantize(ir::WeightFormat format, const void* w, int64_t n, int64_t k, void* out, bool to_half,
                        cudaStream_t stream);
 
