@@ -1,15 +1,19 @@
-// The prefill attention kernel on tensor cores (head_dim a multiple of 32 up to 128): one thread
-// block of 8 warps per (tile of up to kAttentionMmaTileRows query rows of one sequence, head);
-// every K/V tile read from the cache serves the tile's 64 rows. Per tile of kKeys keys: K and V are read from the paged
-// cache and rounded to fp16 in shared memory, S = Q K^T comes from wmma 16x16x16 products with
-// fp32 accumulation, the online softmax (fp32: running max, sum, rescale of the output) runs
-// over S in shared memory, and O += P V is again a wmma product whose fp32 accumulator lives in
-// shared memory between tiles. Causal masking, GQA, sliding window and ALiBi as in the other
-// kernels; q, k, v, p rounded to fp16 (relative error about 1e-3 against fp32).
+// The prefill attention kernel on tensor cores (head_dim 32, 64, 96 or 128): one thread block of
+// four warps per (tile of up to kAttentionMmaTileRows query rows of one sequence, head); each
+// warp owns 16 of the tile's rows and keeps everything about them in registers: its Q fragments,
+// its scores, its softmax state and its output accumulator. Per tile of kKeys keys, K and V are
+// rounded to fp16 into shared memory (the only memory the warps share) from a staging buffer into
+// which cp.async copied them from the paged cache while the previous tile was computed; then each
+// warp computes S = Q K^T with mma.sync m16n8k16 (fp32 accumulation), runs the
+// online softmax on S in registers (the accumulator layout of S is the operand layout P needs, so
+// P never leaves registers), and adds P V into its output, reading V through ldmatrix.trans.
+// Causal masking, GQA, sliding window and ALiBi as in the other kernels; q, k, v, p rounded to
+// fp16 (relative error about 1e-3 against fp32). Tiles run longest first, so that the short ones
+// fill the end of the launch.
 #include <cuda_fp16.h>
-#include <mma.h>
 
 #include <cfloat>
+#include <cstdint>
 
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_check.h"
@@ -18,242 +22,313 @@
 namespace kiln::cuda {
 namespace {
 
-namespace wmma = nvcuda::wmma;
-
-constexpr int kRows = kAttentionMmaTileRows;  // 64: four 16-row fragments
-constexpr int kWarps = kRows / 8;            // two a 16-row fragment: S and O split by columns
+constexpr int kRows = kAttentionMmaTileRows;  // 64: 16 a warp
+constexpr int kWarps = kRows / 16;
 constexpr int kThreads = kWarps * 32;
-constexpr int kKeys = 64;                  // four 16-key fragments
-constexpr int kMaxDim = 128;
-constexpr int kPadH = 8;  // halves of padding per shared row (bank spread; keeps 16-byte rows)
-constexpr int kPadF = 4;  // floats of padding per shared row
-constexpr int kBatch = 8;  // K and V float4 loads in flight per thread
+constexpr int kKeys = 64;   // keys a shared-memory tile: eight 8-key score fragments a warp
+constexpr int kPad = 8;     // halves of padding a shared row: rows 16 bytes apart mod 128 (no bank conflicts)
+constexpr float kLog2e = 1.4426950408889634f;
 
-struct Layout {
-  int dh, df;  // row strides: halves (Q, K, V), floats (O)
-  size_t q, k, v, s, p, o, stats, bytes;
-};
+static_assert(kRows % 16 == 0 && kKeys % 16 == 0, "fragments of 16 rows and 16 keys");
 
-__host__ __device__ inline Layout layout_for(int d) {
-  Layout l{};
-  l.dh = d + kPadH;
-  l.df = d + kPadF;
-  size_t at = 0;
-  auto take = [&at](size_t bytes) {
-    const size_t offset = at;
-    at += (bytes + 127) / 128 * 128;
-    return offset;
-  };
-  l.q = take(sizeof(__half) * kRows * l.dh);
-  l.k = take(sizeof(__half) * kKeys * l.dh);
-  l.v = take(sizeof(__half) * kKeys * l.dh);
-  l.s = take(sizeof(float) * kRows * (kKeys + kPadF));
-  l.p = take(sizeof(__half) * kRows * (kKeys + kPadH));
-  l.o = take(sizeof(float) * kRows * l.df);
-  l.stats = take(sizeof(float) * kRows * 3);  // m, l, correction
-  l.bytes = at;
-  return l;
+// The fp16 K and V tiles the warps read, then the raw K and V rows of the next tile as the cache
+// holds them (elements of `element_bytes`), copied in while the current tile is computed.
+__host__ __device__ constexpr size_t tile_bytes(int d) { return sizeof(__half) * 2 * kKeys * static_cast<size_t>(d + kPad); }
+__host__ __device__ constexpr size_t shared_bytes(int d, int element_bytes) {
+  return tile_bytes(d) + 2 * static_cast<size_t>(kKeys) * d * element_bytes;
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kThreads) attention_mma_kernel(const float* q, const AttentionTile* tiles,
-                                                                 StepTokens tokens, AttentionShape shape,
-                                                                 PagedKv cache, float* out) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int d = shape.head_dim;
-  const Layout L = layout_for(d);
-  auto* qs = reinterpret_cast<__half*>(smem + L.q);
-  auto* ks = reinterpret_cast<__half*>(smem + L.k);
-  auto* vs = reinterpret_cast<__half*>(smem + L.v);
-  auto* ss = reinterpret_cast<float*>(smem + L.s);
-  auto* ps = reinterpret_cast<__half*>(smem + L.p);
-  auto* os = reinterpret_cast<float*>(smem + L.o);
-  float* row_m = reinterpret_cast<float*>(smem + L.stats);
-  float* row_l = row_m + kRows;
-  float* row_c = row_l + kRows;
-  constexpr int s_stride = kKeys + kPadF, p_stride = kKeys + kPadH;
+// 16 bytes global -> shared without passing through registers; zero-filled when !valid.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
 
-  const int warp = threadIdx.x / 32;
-  const AttentionTile tile = tiles[blockIdx.x];
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// d += a b for one 16x8 tile: a the 16x16 row-major fp16 operand, b the 16x8 column-major one.
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8x8 fp16 matrices, transposed: lane l names row l % 8 of matrix l / 8.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __half* row) {
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const float* q, const AttentionTile* tiles,
+                                                                 int num_tiles, StepTokens tokens,
+                                                                 AttentionShape shape, PagedKv cache, float* out) {
+  constexpr int kLd = D + kPad;
+  constexpr int kChunks = D / 16;     // 16-wide slices of head_dim: the k steps of S = Q K^T
+  constexpr int kDimTiles = D / 8;    // 8-wide output fragments
+  constexpr int kKeyTiles = kKeys / 8;
+  constexpr int kD4 = D / 4;
+  extern __shared__ __align__(128) unsigned char smem[];
+  auto* ks = reinterpret_cast<__half*>(smem);
+  auto* vs = ks + kKeys * kLd;
+  auto* stage_k = reinterpret_cast<T*>(smem + tile_bytes(D));
+  T* stage_v = stage_k + kKeys * D;
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;  // the fragment row (and +8) and column pair of this lane
+  const AttentionTile tile = tiles[num_tiles - 1 - static_cast<int>(blockIdx.x)];
   const int h = blockIdx.y;
   const int kv_head = h / (shape.num_heads / shape.num_kv_heads);
-  const int64_t q_row = static_cast<int64_t>(shape.num_heads) * d;
-  const int64_t kv_row = static_cast<int64_t>(shape.num_kv_heads) * d;
+  const int64_t q_row = static_cast<int64_t>(shape.num_heads) * D;
+  const int64_t kv_row = static_cast<int64_t>(shape.num_kv_heads) * D;
   const int32_t* table = cache.tables + static_cast<int64_t>(tile.seq) * cache.table_stride;
   const int pos0 = tokens.positions[tile.row_begin];
   const float slope = shape.alibi_slopes != nullptr ? shape.alibi_slopes[h] : 0.0f;
-  const int d4 = d / 4;
 
-  for (int idx = threadIdx.x; idx < kRows * d4; idx += kThreads) {
-    const int r = idx / d4, c = idx - r * d4;
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (r < tile.rows) v = reinterpret_cast<const float4*>(q + (tile.row_begin + r) * q_row + static_cast<int64_t>(h) * d)[c];
-    __half2* dst = reinterpret_cast<__half2*>(qs + r * L.dh + 4 * c);
-    dst[0] = __floats2half2_rn(v.x, v.y);
-    dst[1] = __floats2half2_rn(v.z, v.w);
+  // This lane's two rows (fragment rows g and g + 8 of the warp's 16).
+  const int r0 = warp * 16 + g, r1 = r0 + 8;
+  const int pos_a = pos0 + r0, pos_b = pos0 + r1;
+  const bool live_a = r0 < tile.rows, live_b = r1 < tile.rows;
+  const int lo_a = shape.sliding_window > 0 ? pos_a - shape.sliding_window + 1 : 0;
+  const int lo_b = shape.sliding_window > 0 ? pos_b - shape.sliding_window + 1 : 0;
+
+  // Q as A fragments, rounded to fp16 (zero past the tile's rows).
+  uint32_t qa[kChunks][4];
+  {
+    const float* qr_a = q + (tile.row_begin + r0) * q_row + static_cast<int64_t>(h) * D;
+    const float* qr_b = q + (tile.row_begin + r1) * q_row + static_cast<int64_t>(h) * D;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int col = c * 16 + 2 * t;
+      const float2 zero = make_float2(0.f, 0.f);
+      const float2 a0 = live_a ? *reinterpret_cast<const float2*>(qr_a + col) : zero;
+      const float2 a1 = live_b ? *reinterpret_cast<const float2*>(qr_b + col) : zero;
+      const float2 a2 = live_a ? *reinterpret_cast<const float2*>(qr_a + col + 8) : zero;
+      const float2 a3 = live_b ? *reinterpret_cast<const float2*>(qr_b + col + 8) : zero;
+      qa[c][0] = pack_half2(a0.x, a0.y);
+      qa[c][1] = pack_half2(a1.x, a1.y);
+      qa[c][2] = pack_half2(a2.x, a2.y);
+      qa[c][3] = pack_half2(a3.x, a3.y);
+    }
   }
-  for (int idx = threadIdx.x; idx < kRows * L.df; idx += kThreads) os[idx] = 0.0f;
-  if (threadIdx.x < kRows) {
-    row_m[threadIdx.x] = -FLT_MAX;
-    row_l[threadIdx.x] = 0.0f;
-  }
+
+  float o[kDimTiles][4];
+#pragma unroll
+  for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m_a = -FLT_MAX, m_b = -FLT_MAX;  // running maxima, in log2 units
+  float l_a = 0.0f, l_b = 0.0f;          // this lane's share of the row sums
 
   const int kv_hi = pos0 + tile.rows - 1;
   const int kv_lo = shape.sliding_window > 0 ? max(0, pos0 - shape.sliding_window + 1) : 0;
-  // S fragments of this warp: rows 16 * (warp / 2), keys 32 * (warp % 2) + {0, 16}.
-  const int s_rb = warp / 2, s_cb = (warp % 2) * 2;
-  // O fragments of this warp: rows 16 * (warp / 2), dimensions from (warp % 2) * d / 2 in 16s.
-  const int o_frags = d / 32;  // per warp: (d / 16) column fragments split over two warps
-  const int o_c0 = (warp % 2) * o_frags;
+  const int warp_first = pos0 + warp * 16, warp_last = warp_first + 15;
+  const float scale2 = shape.scale * kLog2e, slope2 = slope * kLog2e;
+
+  // Tile kt's raw rows into the staging buffers, 16 bytes a copy (keys past kv_hi read as zero).
+  constexpr int kChunksPerRow = D * static_cast<int>(sizeof(T)) / 16;
+  auto stage = [&](int kt) {
+    for (int idx = threadIdx.x; idx < kKeys * kChunksPerRow; idx += kThreads) {
+      const int j = idx / kChunksPerRow, c = idx - j * kChunksPerRow;
+      const int kp = kt + j;
+      const bool valid = kp <= kv_hi;
+      const int64_t off = valid ? (static_cast<int64_t>(table[kp / cache.block_size]) * cache.block_size +
+                                   kp % cache.block_size) * kv_row + static_cast<int64_t>(kv_head) * D
+                                : 0;
+      const int e = c * (16 / static_cast<int>(sizeof(T)));
+      cp_async16(stage_k + j * D + e, static_cast<const T*>(cache.k) + off + e, valid);
+      cp_async16(stage_v + j * D + e, static_cast<const T*>(cache.v) + off + e, valid);
+    }
+    cp_async_commit();
+  };
+  stage(kv_lo);
 
   for (int kt = kv_lo; kt <= kv_hi; kt += kKeys) {
-    __syncthreads();  // the last tile's K, V, P are consumed; Q, O, stats written (first time)
-    // kBatch float4 of K and of V in flight per thread before any is stored: the stores to
-    // shared memory would otherwise wait for each load in turn.
-    for (int base = threadIdx.x; base < kKeys * d4; base += kThreads * kBatch) {
-      float4 kr[kBatch], vr[kBatch];
+    cp_async_wait_all();
+    __syncthreads();  // tile kt is staged; every warp is done with the last fp16 tile
+    for (int idx = threadIdx.x; idx < kKeys * kD4; idx += kThreads) {
+      const int j = idx / kD4, c = idx - j * kD4;
+      const float4 kr = kv_load4(stage_k + j * D + 4 * c);
+      const float4 vr = kv_load4(stage_v + j * D + 4 * c);
+      *reinterpret_cast<uint2*>(ks + j * kLd + 4 * c) = make_uint2(pack_half2(kr.x, kr.y), pack_half2(kr.z, kr.w));
+      *reinterpret_cast<uint2*>(vs + j * kLd + 4 * c) = make_uint2(pack_half2(vr.x, vr.y), pack_half2(vr.z, vr.w));
+    }
+    __syncthreads();  // the fp16 tile is ready and the staging buffers are free
+    if (kt + kKeys <= kv_hi) stage(kt + kKeys);  // copied in while this tile is computed
+
+    // A warp whose rows see none of this tile's keys (all in their future, or all behind their
+    // window) has nothing to add.
+    const bool causal_skip = kt > warp_last;
+    const bool window_skip = shape.sliding_window > 0 && kt + kKeys - 1 < warp_first - shape.sliding_window + 1;
+    if (causal_skip || window_skip) continue;
+
+    // S = Q K^T: K rows [key][dim] are the column-major B operand as stored.
+    float s[kKeyTiles][4];
 #pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int idx = base + b * kThreads;
-        const int j = idx / d4, c = idx - j * d4;
-        const int kp = kt + j;
-        kr[b] = make_float4(0.f, 0.f, 0.f, 0.f);
-        vr[b] = kr[b];
-        if (idx < kKeys * d4 && kp <= kv_hi) {
-          const int64_t off = (static_cast<int64_t>(table[kp / cache.block_size]) * cache.block_size +
-                               kp % cache.block_size) * kv_row + static_cast<int64_t>(kv_head) * d;
-          kr[b] = kv_ldg4(static_cast<const T*>(cache.k) + off + 4 * c);
-          vr[b] = kv_ldg4(static_cast<const T*>(cache.v) + off + 4 * c);
+    for (int j = 0; j < kKeyTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+      for (int j = 0; j < kKeyTiles; ++j) {
+        const __half* kr = ks + (j * 8 + g) * kLd + c * 16 + 2 * t;
+        mma_16816(s[j], qa[c], *reinterpret_cast<const uint32_t*>(kr), *reinterpret_cast<const uint32_t*>(kr + 8));
+      }
+    }
+
+    // Scale, bias and mask (log2 units), then the online softmax of rows a and b. The four
+    // lanes of a row (t = 0..3) hold its 64 scores between them. Tiles wholly in the past of
+    // the warp's rows, without a window, need no mask (most of a long prompt's tiles).
+    float mx_a = -FLT_MAX, mx_b = -FLT_MAX;
+    const bool masked = shape.sliding_window > 0 || kt + kKeys - 1 > warp_first;
+    if (masked) {
+#pragma unroll
+      for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int kp = kt + j * 8 + 2 * t + e;
+          const bool ok_a = live_a && kp <= pos_a && kp >= lo_a;
+          const bool ok_b = live_b && kp <= pos_b && kp >= lo_b;
+          s[j][e] = ok_a ? scale2 * s[j][e] + slope2 * static_cast<float>(kp - pos_a) : -FLT_MAX;
+          s[j][2 + e] = ok_b ? scale2 * s[j][2 + e] + slope2 * static_cast<float>(kp - pos_b) : -FLT_MAX;
+          mx_a = fmaxf(mx_a, s[j][e]);
+          mx_b = fmaxf(mx_b, s[j][2 + e]);
         }
       }
+    } else {
 #pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int idx = base + b * kThreads;
-        if (idx >= kKeys * d4) break;
-        const int j = idx / d4, c = idx - j * d4;
-        __half2* kd = reinterpret_cast<__half2*>(ks + j * L.dh + 4 * c);
-        kd[0] = __floats2half2_rn(kr[b].x, kr[b].y);
-        kd[1] = __floats2half2_rn(kr[b].z, kr[b].w);
-        __half2* vd = reinterpret_cast<__half2*>(vs + j * L.dh + 4 * c);
-        vd[0] = __floats2half2_rn(vr[b].x, vr[b].y);
-        vd[1] = __floats2half2_rn(vr[b].z, vr[b].w);
-      }
-    }
-    __syncthreads();
-
-    // S = Q K^T: K stored [key, dim] row-major is K^T column-major.
-    {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2];
-      wmma::fill_fragment(acc[0], 0.0f);
-      wmma::fill_fragment(acc[1], 0.0f);
-      for (int kk = 0; kk < d; kk += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
-        wmma::load_matrix_sync(a, qs + s_rb * 16 * L.dh + kk, L.dh);
+      for (int j = 0; j < kKeyTiles; ++j) {
 #pragma unroll
-        for (int f = 0; f < 2; ++f) {
-          wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b;
-          wmma::load_matrix_sync(b, ks + (s_cb + f) * 16 * L.dh + kk, L.dh);
-          wmma::mma_sync(acc[f], a, b, acc[f]);
+        for (int e = 0; e < 2; ++e) {
+          const float kp = static_cast<float>(kt + j * 8 + 2 * t + e);
+          s[j][e] = scale2 * s[j][e] + slope2 * (kp - static_cast<float>(pos_a));
+          s[j][2 + e] = scale2 * s[j][2 + e] + slope2 * (kp - static_cast<float>(pos_b));
+          mx_a = fmaxf(mx_a, s[j][e]);
+          mx_b = fmaxf(mx_b, s[j][2 + e]);
         }
       }
+    }
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+    const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+    const float corr_a = exp2f(m_a - mn_a), corr_b = exp2f(m_b - mn_b);  // 1 while no key was visible
+    m_a = mn_a;
+    m_b = mn_b;
+    float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
-      for (int f = 0; f < 2; ++f) {
-        wmma::store_matrix_sync(ss + s_rb * 16 * s_stride + (s_cb + f) * 16, acc[f], s_stride, wmma::mem_row_major);
+    for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        s[j][e] = s[j][e] > -FLT_MAX ? exp2f(s[j][e] - mn_a) : 0.0f;
+        s[j][2 + e] = s[j][2 + e] > -FLT_MAX ? exp2f(s[j][2 + e] - mn_b) : 0.0f;
+        sum_a += s[j][e];
+        sum_b += s[j][2 + e];
       }
     }
-    __syncthreads();
+    l_a = l_a * corr_a + sum_a;
+    l_b = l_b * corr_b + sum_b;
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n) {
+      o[n][0] *= corr_a;
+      o[n][1] *= corr_a;
+      o[n][2] *= corr_b;
+      o[n][3] *= corr_b;
+    }
 
-    // Online softmax: 4 threads a row, 16 keys each.
-    static_assert(kThreads == 4 * kRows && kKeys == 4 * 16, "4 threads a row, 16 keys each");
-    {
-      const int r = threadIdx.x / 4, part = threadIdx.x % 4;
-      const int pos = pos0 + r;
-      const int lo = shape.sliding_window > 0 ? pos - shape.sliding_window + 1 : 0;
-      float sc[16];
-      float mx = -FLT_MAX;
+    // O += P V, 16 keys at a time: the score fragments of keys 16c..16c+15 are P's A fragment.
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const int key = part * 16 + j, kp = kt + key;
-        const bool valid = r < tile.rows && kp <= pos && kp >= lo;
-        sc[j] = valid ? shape.scale * ss[r * s_stride + key] + slope * static_cast<float>(kp - pos) : -FLT_MAX;
-        mx = fmaxf(mx, sc[j]);
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_old = row_m[r];
-      const float m_new = fmaxf(m_old, mx);
-      float sum = 0.0f;
+    for (int c = 0; c < kKeys / 16; ++c) {
+      const uint32_t pa[4] = {pack_half2(s[2 * c][0], s[2 * c][1]), pack_half2(s[2 * c][2], s[2 * c][3]),
+                              pack_half2(s[2 * c + 1][0], s[2 * c + 1][1]),
+                              pack_half2(s[2 * c + 1][2], s[2 * c + 1][3])};
+      // ldmatrix rows: matrices 0 and 1 are keys 16c + 0..7 and + 8..15 of dims 16n + 0..7,
+      // matrices 2 and 3 the same keys of dims 16n + 8..15.
+      const int mat = lane / 8;
+      const __half* vrow = vs + (c * 16 + (mat & 1) * 8 + lane % 8) * kLd + (mat >> 1) * 8;
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const float p = sc[j] > -FLT_MAX ? expf(sc[j] - m_new) : 0.0f;
-        sum += p;
-        ps[r * p_stride + part * 16 + j] = __float2half_rn(p);
+      for (int n = 0; n < kDimTiles / 2; ++n) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vrow + n * 16);
+        mma_16816(o[2 * n], pa, b[0], b[1]);
+        mma_16816(o[2 * n + 1], pa, b[2], b[3]);
       }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      __syncwarp();
-      if (part == 0) {
-        const float corr = expf(m_old - m_new);  // 1 while no key was visible yet
-        row_c[r] = corr;
-        row_l[r] = row_l[r] * corr + sum;
-        row_m[r] = m_new;
-      }
-    }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < kRows * d; idx += kThreads) {
-      const int r = idx / d, c = idx - r * d;
-      os[r * L.df + c] *= row_c[r];
-    }
-    __syncthreads();
-
-    // O += P V.
-    for (int f = 0; f < o_frags; ++f) {
-      float* o_tile = os + s_rb * 16 * L.df + (o_c0 + f) * 16;
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, o_tile, L.df, wmma::mem_row_major);
-#pragma unroll
-      for (int kk = 0; kk < kKeys; kk += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
-        wmma::load_matrix_sync(a, ps + s_rb * 16 * p_stride + kk, p_stride);
-        wmma::load_matrix_sync(b, vs + kk * L.dh + (o_c0 + f) * 16, L.dh);
-        wmma::mma_sync(acc, a, b, acc);
-      }
-      wmma::store_matrix_sync(o_tile, acc, L.df, wmma::mem_row_major);
     }
   }
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < tile.rows * d4; idx += kThreads) {
-    const int r = idx / d4, c = idx - r * d4;
-    const float inv = 1.0f / row_l[r];
-    const float* o = os + r * L.df + 4 * c;
-    reinterpret_cast<float4*>(out + (tile.row_begin + r) * q_row + static_cast<int64_t>(h) * d)[c] =
-        make_float4(o[0] * inv, o[1] * inv, o[2] * inv, o[3] * inv);
+
+  l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+  l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+  l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+  l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+  const float inv_a = live_a ? 1.0f / l_a : 0.0f, inv_b = live_b ? 1.0f / l_b : 0.0f;
+  float* out_a = out + (tile.row_begin + r0) * q_row + static_cast<int64_t>(h) * D + 2 * t;
+  float* out_b = out + (tile.row_begin + r1) * q_row + static_cast<int64_t>(h) * D + 2 * t;
+#pragma unroll
+  for (int n = 0; n < kDimTiles; ++n) {
+    if (live_a) *reinterpret_cast<float2*>(out_a + n * 8) = make_float2(o[n][0] * inv_a, o[n][1] * inv_a);
+    if (live_b) *reinterpret_cast<float2*>(out_b + n * 8) = make_float2(o[n][2] * inv_b, o[n][3] * inv_b);
   }
+}
+
+template <typename T>
+void launch_for(int d, dim3 grid, size_t bytes, cudaStream_t stream, const float* q, const AttentionTile* tiles,
+                int num_tiles, StepTokens tokens, const AttentionShape& shape, PagedKv cache, float* out) {
+  switch (d) {
+    case 32:
+      attention_mma_kernel<T, 32><<<grid, kThreads, bytes, stream>>>(q, tiles, num_tiles, tokens, shape, cache, out);
+      break;
+    case 64:
+      attention_mma_kernel<T, 64><<<grid, kThreads, bytes, stream>>>(q, tiles, num_tiles, tokens, shape, cache, out);
+      break;
+    case 96:
+      attention_mma_kernel<T, 96><<<grid, kThreads, bytes, stream>>>(q, tiles, num_tiles, tokens, shape, cache, out);
+      break;
+    default:
+      attention_mma_kernel<T, 128><<<grid, kThreads, bytes, stream>>>(q, tiles, num_tiles, tokens, shape, cache, out);
+      break;
+  }
+}
+
+template <typename T>
+Status allow_shared(int d) {
+  const int bytes = static_cast<int>(shared_bytes(d, sizeof(T)));
+  const void* fn = d == 32   ? reinterpret_cast<const void*>(attention_mma_kernel<T, 32>)
+                   : d == 64 ? reinterpret_cast<const void*>(attention_mma_kernel<T, 64>)
+                   : d == 96 ? reinterpret_cast<const void*>(attention_mma_kernel<T, 96>)
+                             : reinterpret_cast<const void*>(attention_mma_kernel<T, 128>);
+  KILN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  return Status::ok();
 }
 
 }  // namespace
 
 Status attention_mma_init() {
-  const int bytes = static_cast<int>(layout_for(kMaxDim).bytes);
-  KILN_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(attention_mma_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  KILN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(attention_mma_kernel<__nv_bfloat16>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  for (int d : {32, 64, 96, 128}) {
+    KILN_RETURN_IF_ERROR(allow_shared<float>(d));
+    KILN_RETURN_IF_ERROR(allow_shared<__nv_bfloat16>(d));
+  }
   return Status::ok();
 }
 
-bool attention_mma_supported(int head_dim) { return head_dim > 0 && head_dim % 32 == 0 && head_dim <= kMaxDim; }
+bool attention_mma_supported(int head_dim) { return head_dim > 0 && head_dim % 32 == 0 && head_dim <= 128; }
 
 void launch_attention_mma(const float* q, const AttentionTile* tiles, int64_t num_tiles, StepTokens tokens,
                           const AttentionShape& shape, PagedKv cache, float* out, cudaStream_t stream) {
   if (num_tiles <= 0) return;
   const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_heads));
-  const size_t bytes = layout_for(shape.head_dim).bytes;
+  const size_t bytes = shared_bytes(shape.head_dim, cache.bf16 ? 2 : 4);
+  const auto n = static_cast<int>(num_tiles);
   if (cache.bf16) {
-    attention_mma_kernel<__nv_bfloat16><<<grid, kThreads, bytes, stream>>>(q, tiles, tokens, shape, cache, out);
+    launch_for<__nv_bfloat16>(shape.head_dim, grid, bytes, stream, q, tiles, n, tokens, shape, cache, out);
   } else {
-    attention_mma_kernel<float><<<grid, kThreads, bytes, stream>>>(q, tiles, tokens, shape, cache, out);
+    launch_for<float>(shape.head_dim, grid, bytes, stream, q, tiles, n, tokens, shape, cache, out);
   }
 }
 

@@ -501,7 +501,8 @@ TEST(CudaAttention, LongPrefillChunksMatchCpu) {
   // Prompts past one key tile of every kernel (32 and 64 keys), chunks after cached context.
   EXPECT_TRUE(attention_mma_supported(128) && attention_mma_supported(64) && attention_mma_supported(96));
   EXPECT_FALSE(attention_mma_supported(80) || attention_mma_supported(256));
-  const AttnCase cases[] = {{4, 2, 64, 0, false}, {4, 4, 128, 0, false}, {6, 2, 96, 50, false}, {4, 1, 64, 0, true}};
+  const AttnCase cases[] = {{4, 2, 64, 0, false}, {4, 4, 128, 0, false}, {6, 2, 96, 50, false}, {4, 1, 64, 0, true},
+                            {2, 1, 32, 70, true}};
   for (const AttnCase& c : cases) check_attention(c, {150, 3, 0}, {100, 1, 170});
 }
 
