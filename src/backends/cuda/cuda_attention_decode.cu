@@ -3,8 +3,10 @@
 // Each block scores its keys (one key per warp and step, lanes over float4 slices of the head),
 // takes their softmax numerators against the block's own maximum, and has each of its 4 warps
 // accumulate every 4th value row (lanes own float4 slices of the head); with one split the block writes the output, otherwise its
-// unnormalised partial (max, sum, accumulator) for attention_combine_kernel to join.
+// unnormalised partial (max, sum, accumulator) for attention_combine_kernel to join. Head sizes
+// 64 and 128 take attention_split_grouped_kernel, which reads several keys a warp at once.
 #include <cfloat>
+#include <cstdint>
 
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_kv.cuh"
@@ -162,6 +164,160 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(const float* 
   }
 }
 
+// Sixteen consecutive cache elements, widened.
+__device__ __forceinline__ void load16(const float* p, float (&v)[16]) {
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const float4 f = __ldg(reinterpret_cast<const float4*>(p) + c);
+    v[4 * c] = f.x;
+    v[4 * c + 1] = f.y;
+    v[4 * c + 2] = f.z;
+    v[4 * c + 3] = f.w;
+  }
+}
+__device__ __forceinline__ void load16(const __nv_bfloat16* p, float (&v)[16]) {
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const uint4 u = __ldg(reinterpret_cast<const uint4*>(p) + c);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      v[8 * c + 2 * e] = __uint_as_float(w[e] << 16);
+      v[8 * c + 2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+    }
+  }
+}
+
+// The same split as attention_split_kernel for head_dim D of 64 or 128, with each key read by a
+// group of D / 16 lanes (16 elements, 32 or 64 bytes a lane) instead of by a whole warp: a warp
+// has 32 / (D / 16) keys in flight per load and reduces each dot product over 3 (or 2) shuffles
+// instead of 5. Batched decode steps are bound by reading the cache, and this keeps more of it in
+// flight.
+template <int D, typename T>
+__global__ void __launch_bounds__(kThreads) attention_split_grouped_kernel(const float* q, StepTokens tokens,
+                                                                           AttentionShape shape, PagedKv cache,
+                                                                           float* out, float* partial) {
+  constexpr int kLanes = D / 16;           // lanes sharing one key
+  constexpr int kGroups = 32 / kLanes;     // keys a warp reads at once
+  constexpr int kStep = kWarps * kGroups;  // keys the block reads at once
+  __shared__ float scores[kChunk];
+  __shared__ int64_t offsets[kChunk];
+  __shared__ float scratch[kWarps];
+  __shared__ __align__(16) float warp_acc[kWarps][D];
+  const int64_t i = blockIdx.x;
+  const int h = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int grp = lane / kLanes, li = lane % kLanes;
+  const int kv_head = h / (shape.num_heads / shape.num_kv_heads);
+  const int64_t q_row = static_cast<int64_t>(shape.num_heads) * D;
+  const int64_t kv_row = static_cast<int64_t>(shape.num_kv_heads) * D;
+  const int pos = tokens.positions[i];
+  const int lo = shape.sliding_window > 0 ? max(0, pos - shape.sliding_window + 1) : 0;
+  const int keys = pos + 1 - lo;
+  const int per_split = max(kMinSplitKeys, (keys + splits - 1) / splits);
+  const int begin = lo + split * per_split, end = min(pos + 1, begin + per_split);
+  float* record =
+      partial != nullptr ? partial + ((i * shape.num_heads + h) * splits + split) * static_cast<int64_t>(D + 2) : nullptr;
+  if (begin >= end) {
+    if (record != nullptr && threadIdx.x == 0) {
+      record[0] = -FLT_MAX;
+      record[1] = 0.0f;
+    }
+    return;
+  }
+  const int32_t* table = cache.tables + static_cast<int64_t>(tokens.token_seq[i]) * cache.table_stride;
+  const float slope = shape.alibi_slopes != nullptr ? shape.alibi_slopes[h] : 0.0f;
+  float qv[16];
+  load16(q + i * q_row + static_cast<int64_t>(h) * D + 16 * li, qv);
+  const T* k_base = static_cast<const T*>(cache.k) + static_cast<int64_t>(kv_head) * D + 16 * li;
+  const T* v_base = static_cast<const T*>(cache.v) + static_cast<int64_t>(kv_head) * D + 16 * li;
+
+  float m = -FLT_MAX, l = 0.0f;
+  float acc[16];
+#pragma unroll
+  for (int e = 0; e < 16; ++e) acc[e] = 0.0f;
+  for (int c0 = begin; c0 < end; c0 += kChunk) {
+    const int n = min(kChunk, end - c0);
+    for (int j = threadIdx.x; j < n; j += kThreads) {
+      const int kp = c0 + j;
+      offsets[j] = (static_cast<int64_t>(table[kp / cache.block_size]) * cache.block_size + kp % cache.block_size) *
+                   kv_row;
+    }
+    __syncthreads();
+    // Scores: every lane takes part in each pass (the shuffles need the whole warp); a group past
+    // the chunk's end reads nothing and records nothing.
+    float local_max = -FLT_MAX;
+#pragma unroll 2
+    for (int j0 = warp * kGroups; j0 < n; j0 += kStep) {
+      const int j = j0 + grp;
+      float dot = 0.0f;
+      if (j < n) {
+        float kv[16];
+        load16(k_base + offsets[j], kv);
+#pragma unroll
+        for (int e = 0; e < 16; ++e) dot += qv[e] * kv[e];
+      }
+#pragma unroll
+      for (int o = kLanes / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      if (j < n) {
+        const float sc = shape.scale * dot + slope * static_cast<float>(c0 + j - pos);
+        if (li == 0) scores[j] = sc;
+        local_max = fmaxf(local_max, sc);
+      }
+    }
+    __syncthreads();
+    const float m_new = fmaxf(m, block_reduce(local_max, scratch, true));
+    float local_sum = 0.0f;
+    for (int j = threadIdx.x; j < n; j += kThreads) {
+      const float p = expf(scores[j] - m_new);
+      scores[j] = p;
+      local_sum += p;
+    }
+    const float sum = block_reduce(local_sum, scratch, false);  // its barriers publish scores[]
+    const float corr = expf(m - m_new);
+    l = l * corr + sum;
+    m = m_new;
+#pragma unroll
+    for (int e = 0; e < 16; ++e) acc[e] *= corr;
+#pragma unroll 2
+    for (int j = warp * kGroups + grp; j < n; j += kStep) {
+      const float p = scores[j];
+      float vv[16];
+      load16(v_base + offsets[j], vv);
+#pragma unroll
+      for (int e = 0; e < 16; ++e) acc[e] += p * vv[e];
+    }
+    __syncthreads();  // scores[] and offsets[] are rewritten by the next chunk
+  }
+  // Join the warp's groups (lanes li, li + kLanes, ... hold the same dimensions), then the warps.
+#pragma unroll
+  for (int e = 0; e < 16; ++e) {
+#pragma unroll
+    for (int o = kLanes; o < 32; o <<= 1) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
+  }
+  if (grp == 0) {
+#pragma unroll
+    for (int e = 0; e < 16; e += 4) {
+      *reinterpret_cast<float4*>(&warp_acc[warp][16 * li + e]) = make_float4(acc[e], acc[e + 1], acc[e + 2], acc[e + 3]);
+    }
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < D; d += kThreads) {
+    float a = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) a += warp_acc[w][d];
+    if (record == nullptr) {
+      out[i * q_row + static_cast<int64_t>(h) * D + d] = a / l;
+    } else {
+      record[2 + d] = a;
+    }
+  }
+  if (record != nullptr && threadIdx.x == 0) {
+    record[0] = m;
+    record[1] = l;
+  }
+}
+
 // One block per (query row, head): joins the splits' partials.
 __global__ void __launch_bounds__(kThreads) attention_combine_kernel(const float* partial, int splits,
                                                                      AttentionShape shape, float* out) {
@@ -198,13 +354,24 @@ void launch_attention_split(const float* q, int64_t t, StepTokens tokens, const 
   if (t <= 0) return;
   const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(splits));
   float* records = splits > 1 ? partial : nullptr;
-  const bool wide = shape.head_dim > 128;
+  const int d = shape.head_dim;
+  const bool wide = d > 128;
   if (cache.bf16) {
-    if (wide) {
+    if (d == 128) {
+      attention_split_grouped_kernel<128, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out,
+                                                                                         records);
+    } else if (d == 64) {
+      attention_split_grouped_kernel<64, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out,
+                                                                                        records);
+    } else if (wide) {
       attention_split_kernel<2, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
     } else {
       attention_split_kernel<1, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
     }
+  } else if (d == 128) {
+    attention_split_grouped_kernel<128, float><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
+  } else if (d == 64) {
+    attention_split_grouped_kernel<64, float><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
   } else if (wide) {
     attention_split_kernel<2, float><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
   } else {
