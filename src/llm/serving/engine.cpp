@@ -69,7 +69,8 @@ struct ServingEngine::Impl {
   void intake(const std::shared_ptr<ResponseStream>& stream);
   void sweep();
   bool run_step(Clock::time_point iteration_start);
-  void process(const ScheduledChunk& chunk, std::span<const float> rows);
+  void sample_all(std::span<const float> logits);
+  void process(size_t index, std::span<const float> rows);
   void add_further_choices(RequestState& r);
   void finish_choice(ChoiceState& c);
   void end_with_error(RequestState& r, const std::string& message);
@@ -104,7 +105,18 @@ struct ServingEngine::Impl {
   std::vector<std::shared_ptr<ResponseStream>> incoming;
   std::vector<ScheduledChunk> chunks;
   std::vector<runtime::SequenceStep> steps;
+  // The step's sampled rows, one entry a chunk (sample_all), applied in chunk order by process().
+  struct Sampled {
+    std::optional<Expected<int32_t>> token;  // empty: the chunk samples nothing, or its request had ended
+    RequestEvent event;
+  };
+  std::vector<Sampled> sampled;
+  std::vector<size_t> first_rows;  // each chunk's first logits row
 };
+
+// Below this many logits to sample from in a step (8 rows of a 32,000-token vocabulary), sample_all
+// stays on the engine thread: waking the other threads would cost more than it saves.
+constexpr int64_t kParallelSamplingLogits = 256 * 1024;
 
 ServingEngine::ServingEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -408,19 +420,25 @@ bool ServingEngine::Impl::run_step(Clock::time_point iteration_start) {
   }
   scheduler.complete_step();
 
-  const auto v = static_cast<size_t>(vocab);
+  first_rows.clear();
   size_t row = 0;
   for (const ScheduledChunk& chunk : chunks) {
+    first_rows.push_back(row);
+    row += chunk.all_logits ? static_cast<size_t>(chunk.count) : 1;
+  }
+  sample_all(*logits);
+  const auto v = static_cast<size_t>(vocab);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ScheduledChunk& chunk = chunks[i];
     const size_t rows = chunk.all_logits ? static_cast<size_t>(chunk.count) : 1;
     RequestState& r = *static_cast<ChoiceState&>(*chunk.seq).request;
     if (!r.ended) {
       try {
-        process(chunk, logits->subspan(row * v, rows * v));
+        process(i, logits->subspan(first_rows[i] * v, rows * v));
       } catch (const std::exception& e) {
         if (!r.ended) end_with_error(r, std::string("internal error in the serving engine: ") + e.what());
       }
     }
-    row += rows;
   }
   const auto end = Clock::now();
 
@@ -434,7 +452,37 @@ bool ServingEngine::Impl::run_step(Clock::time_point iteration_start) {
   return true;
 }
 
-void ServingEngine::Impl::process(const ScheduledChunk& chunk, std::span<const float> rows) {
+void ServingEngine::Impl::sample_all(std::span<const float> logits) {
+  // Each choice samples with its own emitter (sampler, stop matcher, stream decoder) from its own
+  // logits row, and the tokenizer is safe to share: the rows of a batch are sampled in parallel.
+  // Everything shared (counters, streams, the scheduler) is left to process(), in chunk order.
+  sampled.resize(chunks.size());
+  const auto v = static_cast<size_t>(vocab);
+  int64_t choices = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    sampled[i].token.reset();
+    if (chunks[i].samples) ++choices;
+  }
+  const auto n = static_cast<int64_t>(chunks.size());
+#pragma omp parallel for schedule(dynamic, 4) if (choices * vocab >= kParallelSamplingLogits)
+  for (int64_t i = 0; i < n; ++i) {
+    const ScheduledChunk& chunk = chunks[static_cast<size_t>(i)];
+    ChoiceState& c = static_cast<ChoiceState&>(*chunk.seq);
+    if (!chunk.samples || c.request->ended) continue;
+    Sampled& out = sampled[static_cast<size_t>(i)];
+    const size_t last = first_rows[static_cast<size_t>(i)] + (chunk.all_logits ? static_cast<size_t>(chunk.count) : 1) - 1;
+    try {
+      out.event = RequestEvent{};
+      out.event.choice = c.index;
+      out.token = c.emitter->step(logits.subspan(last * v, v), out.event);
+    } catch (const std::exception& e) {
+      out.token = Status(StatusCode::kInternal, std::string("internal error in the serving engine: ") + e.what());
+    }
+  }
+}
+
+void ServingEngine::Impl::process(size_t index, std::span<const float> rows) {
+  const ScheduledChunk& chunk = chunks[index];
   ChoiceState& c = static_cast<ChoiceState&>(*chunk.seq);
   RequestState& r = *c.request;
   const GenerationRequest& req = r.stream->request();
@@ -459,10 +507,12 @@ void ServingEngine::Impl::process(const ScheduledChunk& chunk, std::span<const f
     }
   }
   if (!chunk.samples) return;
-
-  RequestEvent event;
-  event.choice = c.index;
-  Expected<int32_t> token = c.emitter->step(rows.subspan(rows.size() - v, v), event);
+  Sampled& s = sampled[index];
+  // Sampled unless its request had ended before this step; one ended since (an earlier choice's
+  // error) is skipped by the caller.
+  if (!s.token) return;
+  RequestEvent& event = s.event;
+  Expected<int32_t>& token = *s.token;
   if (!token) {
     end_with_error(r, "choice " + std::to_string(c.index) + ": " + token.status().message());
     return;

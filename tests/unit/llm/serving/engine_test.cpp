@@ -288,6 +288,39 @@ TEST_F(ServingEngineTest, SameSeedSameText) {
   EXPECT_EQ(demo().alone(prompt, p).text, oa.text[0]);
 }
 
+// Enough seeded, sampled requests at once (40 rows of the demo's 8,192 logits) that the engine
+// samples their rows on several threads: each still draws what it draws alone (its own sampler,
+// its own seed).
+TEST_F(ServingEngineTest, ManySeededRequestsAtOnceEachDrawWhatItDrawsAlone) {
+  constexpr size_t kRequests = 40;
+  auto engine = make_engine({});
+  ASSERT_NE(engine, nullptr);
+  std::vector<SamplingParams> params;
+  std::vector<std::shared_ptr<ResponseStream>> streams;
+  for (size_t i = 0; i < kRequests; ++i) {
+    SamplingParams p;
+    p.temperature = 0.8f;
+    p.top_k = 40;
+    p.max_tokens = 12;
+    p.ignore_eos = true;
+    p.seed = 100 + i;
+    p.logprobs = i % 2 == 0 ? 2 : -1;
+    params.push_back(p);
+    auto s = engine->submit(make_request(demo().encode(kTexts[i % kTexts.size()]), p));
+    ASSERT_TRUE(s) << s.status().message();
+    streams.push_back(*s);
+  }
+  std::vector<Outcome> got;
+  for (auto& s : streams) got.push_back(collect(*s));
+  engine.reset();
+  for (size_t i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(got[i].finished) << got[i].error;
+    const GenerationResult alone = demo().alone(demo().encode(kTexts[i % kTexts.size()]), params[i]);
+    EXPECT_EQ(got[i].tokens[0], alone.tokens) << i;
+    EXPECT_EQ(got[i].text[0], alone.text) << i;
+  }
+}
+
 // 8 requests sharing a long prefix: the first alone, then the rest together.
 std::vector<Outcome> run_shared_prefix(ServingEngine& engine, Demo& demo) {
   std::string prefix = kTexts[12];
