@@ -72,6 +72,7 @@ struct PassContext {
 Status run_fold_constants(ir::Graph& graph, const PassContext& ctx);
 Status run_eliminate_dead_nodes(ir::Graph& graph, const PassContext& ctx);
 Status run_eliminate_noops(ir::Graph& graph, const PassContext& ctx);
+Status run_fuse_conv_batchnorm(ir::Graph& graph, const PassContext& ctx);
 Status run_fuse_sibling_matmuls(ir::Graph& graph, const PassContext& ctx);
 Status run_fuse_silu_mul(ir::Graph& graph, const PassContext& ctx);
 Status run_assign_precision(ir::Graph& graph, const PassContext& ctx);

@@ -6,6 +6,7 @@ const std::vector<Pass>& default_pipeline() {
   static const std::vector<Pass> passes = {
       {"eliminate_noops", run_eliminate_noops},
       {"fold_constants", run_fold_constants},
+      {"fuse_conv_batchnorm", run_fuse_conv_batchnorm},
       {"eliminate_dead_nodes", run_eliminate_dead_nodes},
       {"fuse_sibling_matmuls", run_fuse_sibling_matmuls},
       {"fuse_silu_mul", run_fuse_silu_mul},

@@ -53,3 +53,43 @@ test('PaddleOCR v4 recognition matches ONNX Runtime', { skip }, async () => {
   assert.equal(refused.status, 1);
   assert.match(refused.out, /input 'x' has shape \[1, 3, 48, 1600\], outside its profile: min \[1, 3, 48, 32\], max \[4, 3, 48, 1280\]/);
 });
+
+// Kiln's output against ONNX Runtime's on one deterministic input: [shape, max |difference|].
+async function compareWithOnnxRuntime(modelName, shape, profile) {
+  const model = modelPath(modelName);
+  const engine = path.join(dir, modelName + '.kiln');
+  kilnOk(['build', model, '-o', engine, '--no-autotune', '--profile', profile]);
+  const input = deterministicInput(shape);
+  const x = path.join(dir, modelName + '.x.npy');
+  writeNpy(x, input, shape);
+  const out = path.join(dir, modelName + '.out');
+  kilnOk(['eval', engine, '--input', 'x=' + x, '--outputs-dir', out]);
+  const ort = onnxRuntime();
+  const session = await ort.InferenceSession.create(model);
+  const ref = (await session.run({ x: new ort.Tensor('float32', input, shape) }))[session.outputNames[0]];
+  const got = readNpy(path.join(out, session.outputNames[0].replace(/[/\\]/g, '_') + '.npy'));
+  assert.deepEqual(got.shape, ref.dims.map(Number));
+  let maxDiff = 0;
+  for (let i = 0; i < got.data.length; ++i) maxDiff = Math.max(maxDiff, Math.abs(got.data[i] - ref.data[i]));
+  return { got, ref, maxDiff };
+}
+
+// The detection model (a text-probability map the size of the image) and the direction classifier
+// (two probabilities: upright or upside down); their BatchNormalization nodes are folded into the
+// convolutions before them at build time (2 and 35 of them).
+test('PaddleOCR v4 detection matches ONNX Runtime', { skip }, async () => {
+  const { got, maxDiff } = await compareWithOnnxRuntime('ch_PP-OCRv4_det_infer.onnx', [1, 3, 96, 160],
+                                                         'x:1x3x32x32,1x3x96x160,1x3x256x256');
+  assert.deepEqual(got.shape, [1, 1, 96, 160]);
+  assert.ok(maxDiff <= kTolerance, `max |kiln - onnxruntime| = ${maxDiff}`);
+});
+
+test('PaddleOCR direction classifier matches ONNX Runtime', { skip }, async () => {
+  const { got, ref, maxDiff } = await compareWithOnnxRuntime('ch_ppocr_mobile_v2.0_cls_infer.onnx', [2, 3, 48, 192],
+                                                              'x:1x3x48x192,2x3x48x192,8x3x48x192');
+  assert.deepEqual(got.shape, [2, 2]);
+  assert.ok(maxDiff <= kTolerance, `max |kiln - onnxruntime| = ${maxDiff}`);
+  for (let b = 0; b < 2; ++b) {
+    assert.equal(got.data[2 * b] > got.data[2 * b + 1], ref.data[2 * b] > ref.data[2 * b + 1], `image ${b}: direction`);
+  }
+});
