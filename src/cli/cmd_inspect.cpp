@@ -50,6 +50,22 @@ void print_onnx_io(const nlohmann::json& onnx) {
   }
 }
 
+// What each pass did to the node count (engines of older builds record only the pass names).
+void print_passes(const nlohmann::json& build) {
+  const nlohmann::json passes = build.value("passes", nlohmann::json::array());
+  if (passes.empty() || !passes.front().is_object()) return;
+  std::printf("\npasses        nodes before -> after\n");
+  for (const auto& p : passes) {
+    const auto before = p.at("nodes_before").get<long long>(), after = p.at("nodes_after").get<long long>();
+    const std::string name = p.at("name").get<std::string>();
+    if (after == before) {
+      std::printf("  %-24s %6lld -> %lld\n", name.c_str(), before, after);
+    } else {
+      std::printf("  %-24s %6lld -> %-6lld (%+lld)\n", name.c_str(), before, after, after - before);
+    }
+  }
+}
+
 int run_inspect(const InspectArgs& a) {
   auto model = runtime::LoadedModel::load(a.engine);
   if (!model) return fail(model.status());
@@ -72,6 +88,7 @@ int run_inspect(const InspectArgs& a) {
   std::printf("\nmodel\n");
   for (const auto& [k, v] : meta.at("model").items()) std::printf("  %-24s %s\n", k.c_str(), v.dump().c_str());
   if (meta.contains("onnx")) print_onnx_io(meta.at("onnx"));
+  if (meta.contains("build")) print_passes(meta.at("build"));
 
   const ir::Graph& g = m.graph();
   std::map<std::string, int> op_counts;

@@ -104,7 +104,8 @@ Status build_engine(const EngineBuildRequest& request, const EngineBuildHooks& h
   auto on_pass = [&](size_t i, size_t n, const std::string& name) {
     if (hooks.progress) hooks.progress("pass " + name, i, n);
   };
-  KILN_RETURN_IF_ERROR(passes::run_pipeline(graph, ctx, request.dump_after, hooks.dump, on_pass));
+  std::vector<passes::PassRecord> records;
+  KILN_RETURN_IF_ERROR(passes::run_pipeline(graph, ctx, request.dump_after, hooks.dump, on_pass, &records));
 
   EngineWriter writer;
   writer.set_header(hooks.tuner->target(), build_options_string(options));
@@ -141,11 +142,7 @@ Status build_engine(const EngineBuildRequest& request, const EngineBuildHooks& h
         {"max_batch_tokens", options.max_batch_tokens},
         {"autotune", options.autotune},
         {"source_dtype", config.source_dtype},
-        {"passes", [] {
-           nlohmann::json names = nlohmann::json::array();
-           for (const auto& p : passes::default_pipeline()) names.push_back(p.name);
-           return names;
-         }()}}},
+        {"passes", pass_records_json(records)}}},
       {"kernels", kernel_section(graph)},
       {"files", files},
       {"graph", ir::graph_to_json(graph)},
@@ -155,6 +152,14 @@ Status build_engine(const EngineBuildRequest& request, const EngineBuildHooks& h
     if (hooks.progress) hooks.progress("writing weights", done, total);
   };
   return writer.write(request.output_path, std::move(metadata), progress);
+}
+
+nlohmann::json pass_records_json(const std::vector<passes::PassRecord>& records) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const passes::PassRecord& r : records) {
+    out.push_back({{"name", r.name}, {"nodes_before", r.nodes_before}, {"nodes_after", r.nodes_after}});
+  }
+  return out;
 }
 
 }  // namespace kiln::engine

@@ -6,10 +6,13 @@
 #include <functional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "base/status.h"
 #include "formats/hf_checkpoint.h"
 #include "ir/input_profile.h"
 #include "passes/pass.h"
+#include "passes/pipeline.h"
 
 namespace kiln::engine {
 
@@ -42,5 +45,8 @@ Status build_engine(const EngineBuildRequest& request, const EngineBuildHooks& h
 // profiles (checked against the inputs first). Refuses a model with any node Kiln cannot run,
 // naming the first (kiln check lists them all).
 Status build_onnx_engine(const EngineBuildRequest& request, const EngineBuildHooks& hooks);
+
+// The engine metadata's record of the passes: [{"name", "nodes_before", "nodes_after"}, ...].
+nlohmann::json pass_records_json(const std::vector<passes::PassRecord>& records);
 
 }  // namespace kiln::engine

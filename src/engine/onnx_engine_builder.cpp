@@ -43,7 +43,8 @@ Status build_onnx_engine(const EngineBuildRequest& request, const EngineBuildHoo
   auto on_pass = [&](size_t i, size_t n, const std::string& name) {
     if (hooks.progress) hooks.progress("pass " + name, i, n);
   };
-  KILN_RETURN_IF_ERROR(passes::run_pipeline(graph, ctx, request.dump_after, hooks.dump, on_pass));
+  std::vector<passes::PassRecord> records;
+  KILN_RETURN_IF_ERROR(passes::run_pipeline(graph, ctx, request.dump_after, hooks.dump, on_pass, &records));
 
   EngineWriter writer;
   writer.set_header(hooks.tuner->target(), "format=" + std::string(ir::weight_format_name(format)) + " source=onnx");
@@ -80,11 +81,7 @@ Status build_onnx_engine(const EngineBuildRequest& request, const EngineBuildHoo
         {"imported_nodes", imported_nodes},
         {"nodes", graph.nodes().size()}}},
       {"build",
-       {{"format", ir::weight_format_name(format)}, {"passes", [] {
-          nlohmann::json names = nlohmann::json::array();
-          for (const auto& p : passes::default_pipeline()) names.push_back(p.name);
-          return names;
-        }()}}},
+       {{"format", ir::weight_format_name(format)}, {"passes", pass_records_json(records)}}},
       {"files", nlohmann::json::array()},
       {"graph", ir::graph_to_json(graph)},
   };

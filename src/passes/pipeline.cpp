@@ -19,7 +19,8 @@ const std::vector<Pass>& default_pipeline() {
 
 Status run_pipeline(ir::Graph& graph, const PassContext& ctx, const std::string& dump_after,
                     const std::function<void(const std::string&)>& dump,
-                    const std::function<void(size_t, size_t, const std::string&)>& on_pass) {
+                    const std::function<void(size_t, size_t, const std::string&)>& on_pass,
+                    std::vector<PassRecord>* records) {
   const auto& passes = default_pipeline();
   if (!dump_after.empty() && dump_after != "all" && dump_after != "input") {
     bool known = false;
@@ -33,7 +34,9 @@ Status run_pipeline(ir::Graph& graph, const PassContext& ctx, const std::string&
   if (dump && dump_after == "input") dump("== input graph ==\n" + ir::print_graph(graph));
   for (size_t i = 0; i < passes.size(); ++i) {
     if (on_pass) on_pass(i, passes.size(), passes[i].name);
+    const size_t before = graph.nodes().size();
     KILN_RETURN_IF_ERROR(passes[i].run(graph, ctx).with_context("pass " + passes[i].name));
+    if (records != nullptr) records->push_back({passes[i].name, before, graph.nodes().size()});
     KILN_RETURN_IF_ERROR(ir::verify(graph).with_context("graph after pass " + passes[i].name));
     if (dump && (dump_after == passes[i].name || dump_after == "all")) {
       dump("== after " + passes[i].name + " ==\n" + ir::print_graph(graph));

@@ -112,6 +112,38 @@ TEST_F(OnnxCliTest, BuildRefusesAnUnsupportedModelNamingTheNode) {
   EXPECT_FALSE(fs::exists(p("bad.kiln")));
 }
 
+// kiln inspect says what each pass did: the two no-ops removed, the BatchNormalization folded
+// into the convolution before it.
+TEST_F(OnnxCliTest, InspectReportsWhatEachPassRemovedOrFused) {
+  onnx::ModelProto m = onnx_model();
+  auto* g = m.mutable_graph();
+  *g->add_input() = onnx_value("x", onnx::TensorProto::FLOAT, {"1", "2", "4", "4"});
+  *g->add_output() = onnx_value("y", onnx::TensorProto::FLOAT, {"1", "3", "4", "4"});
+  kiln::testing::onnx_float_initializer(g, "w", {3, 2, 1, 1}, {1, 2, 3, 4, 5, 6});
+  for (const char* name : {"scale", "shift", "mean", "var"}) kiln::testing::onnx_float_initializer(g, name, {3}, {1, 2, 3});
+  onnx_node(g, "Identity", {"x"}, {"x1"}, "copy");
+  onnx_node(g, "Conv", {"x1", "w"}, {"c"}, "conv");
+  onnx_node(g, "BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"n"}, "bn");
+  onnx_node(g, "Dropout", {"n"}, {"y"}, "drop");
+  kiln::testing::onnx_save(m, p("convbn.onnx"));
+  CliRun built = kiln("build " + p("convbn.onnx") + " -o " + p("convbn.kiln") + " --no-autotune");
+  ASSERT_EQ(built.status, 0) << built.out;
+  EXPECT_NE(built.out.find("folded 1 BatchNormalization nodes"), std::string::npos) << built.out;
+  CliRun shown = kiln("inspect " + p("convbn.kiln"));
+  ASSERT_EQ(shown.status, 0) << shown.out;
+  // The line of a pass: its name, then "before -> after", then the change when there is one.
+  auto line_of = [&](const std::string& pass) {
+    const size_t at = shown.out.find("\n  " + pass + " ");
+    return at == std::string::npos ? std::string() : shown.out.substr(at + 1, shown.out.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_NE(line_of("eliminate_noops").find("4 -> 2"), std::string::npos) << shown.out;
+  EXPECT_NE(line_of("eliminate_noops").find("(-2)"), std::string::npos) << shown.out;
+  EXPECT_NE(line_of("fuse_conv_batchnorm").find("2 -> 1"), std::string::npos) << shown.out;
+  EXPECT_NE(line_of("fuse_conv_batchnorm").find("(-1)"), std::string::npos) << shown.out;
+  EXPECT_NE(line_of("plan_memory").find("1 -> 1"), std::string::npos) << shown.out;
+  EXPECT_EQ(line_of("plan_memory").find('('), std::string::npos) << shown.out;
+}
+
 TEST_F(OnnxCliTest, ProfilesAreRecordedShownAndEnforced) {
   CliRun built = kiln("build " + p("good.onnx") + " -o " + p("prof.kiln") + " --no-autotune --profile x:1x5,2x5,4x5");
   ASSERT_EQ(built.status, 0) << built.out;
