@@ -2,7 +2,9 @@
 // comparisons and logic, Where, Clip, Cast / CastLike.
 //   unary:   y[i] = f(x[i])                     y: shape of x
 //   binary:  y[i] = f(a[bcast_a(i)], b[bcast_b(i)])   y: NumPy broadcast of a and b
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "backends/cpu/tensor_kernel.h"
@@ -15,51 +17,66 @@ using ir::Tensor;
 
 double attr(const ir::Node& n, const char* key, double fallback) { return n.attr_float(key, fallback); }
 
-Expected<double> unary_value(const ir::Node& n, double x) {
+using UnaryFn = std::function<double(double)>;
+
+// The op's function of one element, looked up once a node (its attributes read then, too).
+Expected<UnaryFn> unary_fn(const ir::Node& n) {
   const std::string& op = n.op;
-  if (op == "Abs") return std::fabs(x);
-  if (op == "Neg") return -x;
-  if (op == "Exp") return std::exp(x);
-  if (op == "Log") return std::log(x);
-  if (op == "Sqrt") return std::sqrt(x);
-  if (op == "Reciprocal") return 1.0 / x;
-  if (op == "Floor") return std::floor(x);
-  if (op == "Ceil") return std::ceil(x);
-  if (op == "Round") return std::nearbyint(x);
-  if (op == "Sign") return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
-  if (op == "Sin") return std::sin(x);
-  if (op == "Cos") return std::cos(x);
-  if (op == "Tan") return std::tan(x);
-  if (op == "Asin") return std::asin(x);
-  if (op == "Acos") return std::acos(x);
-  if (op == "Atan") return std::atan(x);
-  if (op == "Sinh") return std::sinh(x);
-  if (op == "Cosh") return std::cosh(x);
-  if (op == "Tanh") return std::tanh(x);
-  if (op == "Asinh") return std::asinh(x);
-  if (op == "Acosh") return std::acosh(x);
-  if (op == "Atanh") return std::atanh(x);
-  if (op == "Erf") return std::erf(x);
-  if (op == "Sigmoid") return 1.0 / (1.0 + std::exp(-x));
-  if (op == "Relu") return x > 0 ? x : 0.0;
-  if (op == "Softplus") return x > 30 ? x : std::log1p(std::exp(x));
-  if (op == "Softsign") return x / (1.0 + std::fabs(x));
-  if (op == "Elu") return x >= 0 ? x : attr(n, "alpha", 1.0) * (std::exp(x) - 1.0);
+  if (op == "Abs") return UnaryFn([](double x) { return std::fabs(x); });
+  if (op == "Neg") return UnaryFn([](double x) { return -x; });
+  if (op == "Exp") return UnaryFn([](double x) { return std::exp(x); });
+  if (op == "Log") return UnaryFn([](double x) { return std::log(x); });
+  if (op == "Sqrt") return UnaryFn([](double x) { return std::sqrt(x); });
+  if (op == "Reciprocal") return UnaryFn([](double x) { return 1.0 / x; });
+  if (op == "Floor") return UnaryFn([](double x) { return std::floor(x); });
+  if (op == "Ceil") return UnaryFn([](double x) { return std::ceil(x); });
+  if (op == "Round") return UnaryFn([](double x) { return std::nearbyint(x); });
+  if (op == "Sign") return UnaryFn([](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; });
+  if (op == "Sin") return UnaryFn([](double x) { return std::sin(x); });
+  if (op == "Cos") return UnaryFn([](double x) { return std::cos(x); });
+  if (op == "Tan") return UnaryFn([](double x) { return std::tan(x); });
+  if (op == "Asin") return UnaryFn([](double x) { return std::asin(x); });
+  if (op == "Acos") return UnaryFn([](double x) { return std::acos(x); });
+  if (op == "Atan") return UnaryFn([](double x) { return std::atan(x); });
+  if (op == "Sinh") return UnaryFn([](double x) { return std::sinh(x); });
+  if (op == "Cosh") return UnaryFn([](double x) { return std::cosh(x); });
+  if (op == "Tanh") return UnaryFn([](double x) { return std::tanh(x); });
+  if (op == "Asinh") return UnaryFn([](double x) { return std::asinh(x); });
+  if (op == "Acosh") return UnaryFn([](double x) { return std::acosh(x); });
+  if (op == "Atanh") return UnaryFn([](double x) { return std::atanh(x); });
+  if (op == "Erf") return UnaryFn([](double x) { return std::erf(x); });
+  if (op == "Sigmoid") return UnaryFn([](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+  if (op == "Relu") return UnaryFn([](double x) { return x > 0 ? x : 0.0; });
+  if (op == "Softplus") return UnaryFn([](double x) { return x > 30 ? x : std::log1p(std::exp(x)); });
+  if (op == "Softsign") return UnaryFn([](double x) { return x / (1.0 + std::fabs(x)); });
+  if (op == "Elu") {
+    const double a = attr(n, "alpha", 1.0);
+    return UnaryFn([a](double x) { return x >= 0 ? x : a * (std::exp(x) - 1.0); });
+  }
   if (op == "Selu") {
     const double a = attr(n, "alpha", 1.67326319217681884765625), g = attr(n, "gamma", 1.05070102214813232421875);
-    return x > 0 ? g * x : g * a * (std::exp(x) - 1.0);
+    return UnaryFn([a, g](double x) { return x > 0 ? g * x : g * a * (std::exp(x) - 1.0); });
   }
   if (op == "Celu") {
     const double a = attr(n, "alpha", 1.0);
-    return std::max(0.0, x) + std::min(0.0, a * (std::exp(x / a) - 1.0));
+    return UnaryFn([a](double x) { return std::max(0.0, x) + std::min(0.0, a * (std::exp(x / a) - 1.0)); });
   }
-  if (op == "LeakyRelu") return x >= 0 ? x : attr(n, "alpha", 0.01) * x;
-  if (op == "HardSigmoid") return std::clamp(attr(n, "alpha", 0.2) * x + attr(n, "beta", 0.5), 0.0, 1.0);
-  if (op == "HardSwish") return x * std::clamp(x / 6.0 + 0.5, 0.0, 1.0);
-  if (op == "ThresholdedRelu") return x > attr(n, "alpha", 1.0) ? x : 0.0;
+  if (op == "LeakyRelu") {
+    const double a = attr(n, "alpha", 0.01);
+    return UnaryFn([a](double x) { return x >= 0 ? x : a * x; });
+  }
+  if (op == "HardSigmoid") {
+    const double a = attr(n, "alpha", 0.2), b = attr(n, "beta", 0.5);
+    return UnaryFn([a, b](double x) { return std::clamp(a * x + b, 0.0, 1.0); });
+  }
+  if (op == "HardSwish") return UnaryFn([](double x) { return x * std::clamp(x / 6.0 + 0.5, 0.0, 1.0); });
+  if (op == "ThresholdedRelu") {
+    const double a = attr(n, "alpha", 1.0);
+    return UnaryFn([a](double x) { return x > a ? x : 0.0; });
+  }
   if (op == "Shrink") {
     const double l = attr(n, "lambd", 0.5), b = attr(n, "bias", 0.0);
-    return x < -l ? x + b : x > l ? x - b : 0.0;
+    return UnaryFn([l, b](double x) { return x < -l ? x + b : x > l ? x - b : 0.0; });
   }
   return tensor_error(n, "not a unary op");
 }
@@ -77,10 +94,14 @@ Status unary(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out
       return Status::ok();
     }
   }
+  KILN_ASSIGN_OR_RETURN(const UnaryFn f, unary_fn(n));
   Tensor y(x.dtype(), x.shape());
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    KILN_ASSIGN_OR_RETURN(double v, unary_value(n, ir::tensor_get_f64(x, i)));
-    ir::tensor_set_f64(y, i, v);
+  if (x.dtype() == DType::kF32) {  // f64 arithmetic rounded to f32, as tensor_set_f64 does
+    const float* xp = x.data<float>();
+    float* yp = y.mutable_data<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) yp[i] = static_cast<float>(f(static_cast<double>(xp[i])));
+  } else {
+    for (int64_t i = 0; i < x.numel(); ++i) ir::tensor_set_f64(y, i, f(ir::tensor_get_f64(x, i)));
   }
   out[0] = std::move(y);
   return Status::ok();
