@@ -18,7 +18,7 @@ std::string shape_to_string(const Shape& shape) {
   return out + "]";
 }
 
-Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)), numel_(shape_numel(shape_)) {
   // One spare element keeps data_ non-null for empty tensors.
   owned_ = std::make_shared<std::vector<std::byte>>(byte_size() + dtype_size(dtype_));
   data_ = owned_->data();
@@ -28,6 +28,7 @@ Tensor Tensor::view(DType dtype, Shape shape, std::span<const std::byte> bytes) 
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
+  t.numel_ = shape_numel(t.shape_);
   KILN_CHECK(bytes.size() == t.byte_size());
   t.data_ = bytes.data();
   return t;
@@ -41,7 +42,7 @@ std::byte* Tensor::mutable_bytes() {
 Tensor Tensor::reshaped(Shape shape) const {
   KILN_CHECK(shape_numel(shape) == numel());
   Tensor t = *this;
-  t.shape_ = std::move(shape);
+  t.shape_ = std::move(shape);  // same element count
   return t;
 }
 

@@ -36,7 +36,7 @@ class Tensor {
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
-  int64_t numel() const { return shape_numel(shape_); }
+  int64_t numel() const { return numel_; }
   size_t byte_size() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
   bool defined() const { return data_ != nullptr || numel() == 0; }
 
@@ -58,6 +58,7 @@ class Tensor {
  private:
   DType dtype_ = DType::kF32;
   Shape shape_;
+  int64_t numel_ = 1;  // shape_numel(shape_): kernels loop on numel(), so it is not recomputed
   std::shared_ptr<std::vector<std::byte>> owned_;
   const std::byte* data_ = nullptr;
 };
