@@ -275,6 +275,29 @@ Status pool(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
   const bool global = n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool";
   const bool is_max = n.op == "MaxPool" || n.op == "GlobalMaxPool";
   const Shape spatial(x.shape().begin() + 2, x.shape().end());
+  if (global && x.dtype() == DType::kF32) {
+    // One sum or maximum a channel over contiguous floats (accumulated in double, as below).
+    const int64_t NC = x.shape()[0] * x.shape()[1], in_sp = ir::shape_numel(spatial);
+    Shape shape = {x.shape()[0], x.shape()[1]};
+    shape.insert(shape.end(), spatial.size(), 1);
+    Tensor y(DType::kF32, shape);
+    const float* xp = x.data<float>();
+    float* yp = y.mutable_data<float>();
+    for (int64_t nc = 0; nc < NC; ++nc) {
+      const float* c = xp + nc * in_sp;
+      double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+      if (is_max) {
+        // The first element, then any larger one (a NaN first stays, as in the general loop).
+        if (in_sp > 0) acc = c[0];
+        for (int64_t i = 1; i < in_sp; ++i) acc = c[i] > acc ? c[i] : acc;
+      } else {
+        for (int64_t i = 0; i < in_sp; ++i) acc += c[i];
+      }
+      yp[nc] = static_cast<float>(is_max ? acc : acc / static_cast<double>(std::max<int64_t>(in_sp, 1)));
+    }
+    out[0] = std::move(y);
+    return Status::ok();
+  }
   Window g;
   if (global) {
     g.in = spatial;

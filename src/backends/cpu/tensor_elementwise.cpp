@@ -333,7 +333,13 @@ Status clip(const ir::Node& /*n*/, const TensorInputs& in, std::vector<Tensor>& 
   if (ir::dtype_is_float(x.dtype())) {
     const double lo = in.size() > 1 && in[1] ? ir::tensor_get_f64(*in[1], 0) : -std::numeric_limits<double>::infinity();
     const double hi = in.size() > 2 && in[2] ? ir::tensor_get_f64(*in[2], 0) : std::numeric_limits<double>::infinity();
-    for (int64_t i = 0; i < x.numel(); ++i) ir::tensor_set_f64(y, i, std::min(std::max(ir::tensor_get_f64(x, i), lo), hi));
+    if (x.dtype() == DType::kF32) {
+      const float* xp = x.data<float>();
+      float* yp = y.mutable_data<float>();
+      for (int64_t i = 0; i < x.numel(); ++i) yp[i] = static_cast<float>(std::min(std::max(double(xp[i]), lo), hi));
+    } else {
+      for (int64_t i = 0; i < x.numel(); ++i) ir::tensor_set_f64(y, i, std::min(std::max(ir::tensor_get_f64(x, i), lo), hi));
+    }
   } else {
     const int64_t lo = in.size() > 1 && in[1] ? ir::tensor_get_i64(*in[1], 0) : INT64_MIN;
     const int64_t hi = in.size() > 2 && in[2] ? ir::tensor_get_i64(*in[2], 0) : INT64_MAX;
