@@ -139,6 +139,48 @@ void conv_f32(const float* x, const float* w, const float* bias, float* y, const
   }
 }
 
+// A 2-D depthwise convolution (one input channel a group, one output channel a group) in f32:
+// for each output row and kernel position, the output positions whose input column is inside the
+// image form one range, so the inner loop runs over contiguous outputs (and inputs, at stride 1)
+// instead of gathering through a tap table. Each output sums its taps in the same order as the
+// general loop (kernel rows, then columns), after the bias.
+void depthwise_2d_f32(const float* x, const float* w, const float* bias, float* y, int64_t N, int64_t C,
+                      const Window& g) {
+  const int64_t ih = g.in[0], iw = g.in[1], oh = g.out[0], ow = g.out[1], kh = g.kernel[0], kw = g.kernel[1];
+  const int64_t sh = g.strides[0], sw = g.strides[1], dh = g.dilations[0], dw = g.dilations[1];
+  const int64_t ph = g.pad_begin[0], pw = g.pad_begin[1];
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < N; ++b) {
+    for (int64_t c = 0; c < C; ++c) {
+      const float* xc = x + (b * C + c) * ih * iw;
+      const float* wc = w + c * kh * kw;
+      float* yc = y + (b * C + c) * oh * ow;
+      for (int64_t r = 0; r < oh; ++r) {
+        float* yr = yc + r * ow;
+        const float b0 = bias != nullptr ? bias[c] : 0.0f;
+        for (int64_t o = 0; o < ow; ++o) yr[o] = b0;
+        for (int64_t i = 0; i < kh; ++i) {
+          const int64_t row = r * sh - ph + i * dh;
+          if (row < 0 || row >= ih) continue;
+          const float* xr = xc + row * iw;
+          for (int64_t j = 0; j < kw; ++j) {
+            // Outputs o with 0 <= o * sw - pw + j * dw < iw.
+            const int64_t off = j * dw - pw;
+            const int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+            const int64_t hi = iw - off <= 0 ? 0 : std::min<int64_t>(ow, (iw - off + sw - 1) / sw);
+            const float wv = wc[i * kw + j];
+            if (sw == 1) {
+              for (int64_t o = lo; o < hi; ++o) yr[o] += xr[o + off] * wv;
+            } else {
+              for (int64_t o = lo; o < hi; ++o) yr[o] += xr[o * sw + off] * wv;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 Status conv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
   const Tensor &x = *in[0], &wt = *in[1];
   if (x.rank() < 3 || wt.rank() != x.rank()) return tensor_error(n, "x and w must be [N, C, D...] and [M, C/g, k...]");
@@ -152,6 +194,15 @@ Status conv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
   KILN_ASSIGN_OR_RETURN(Window g, window_geometry(n, spatial, kernel, false));
   Shape shape = {N, M};
   shape.insert(shape.end(), g.out.begin(), g.out.end());
+  const Tensor* bias_in = in.size() > 2 ? in[2] : nullptr;
+  if (spatial.size() == 2 && group == C && M == C && x.dtype() == DType::kF32 && wt.dtype() == DType::kF32 &&
+      (bias_in == nullptr || (bias_in->dtype() == DType::kF32 && bias_in->numel() == M))) {
+    Tensor yt(DType::kF32, shape);
+    depthwise_2d_f32(x.data<float>(), wt.data<float>(), bias_in != nullptr ? bias_in->data<float>() : nullptr,
+                     yt.mutable_data<float>(), N, C, g);
+    out[0] = std::move(yt);
+    return Status::ok();
+  }
   const int64_t cg = C / group, mg = M / group, in_sp = ir::shape_numel(spatial), k_sp = ir::shape_numel(kernel);
   const int64_t out_sp = ir::shape_numel(g.out);
   const std::vector<int64_t> xs = tensor_strides(spatial);

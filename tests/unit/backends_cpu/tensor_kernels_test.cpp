@@ -257,3 +257,49 @@ TEST(TensorKernels, GroupedAndDepthwiseConvMatchADirectReference) {
 
 }  // namespace
 }  // namespace kiln::cpu
+
+namespace kiln::cpu {
+namespace {
+
+ir::Tensor to_f64(const ir::Tensor& t) {
+  ir::Tensor out(ir::DType::kF64, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) out.mutable_data<double>()[i] = t.data<float>()[i];
+  return out;
+}
+
+// The f32 depthwise path (one channel a group, 2-D) against the general f64 loop, over strides,
+// asymmetric pads and dilations that leave some outputs with no tap in a row or column.
+TEST(TensorKernels, DepthwiseConvMatchesTheGeneralLoop) {
+  struct Case {
+    std::vector<int64_t> strides, pads, dilations, kernel;
+  };
+  const Case cases[] = {{{1, 1}, {1, 1, 1, 1}, {1, 1}, {3, 3}},
+                        {{2, 1}, {1, 0, 2, 1}, {1, 2}, {3, 3}},
+                        {{2, 2}, {2, 2, 2, 2}, {1, 1}, {5, 5}},
+                        {{1, 3}, {0, 4, 0, 4}, {2, 1}, {2, 3}}};
+  for (const Case& c : cases) {
+    for (bool with_bias : {true, false}) {
+      const ir::Tensor x = random_f32({2, 5, 9, 11}, 21), w = random_f32({5, 1, c.kernel[0], c.kernel[1]}, 22);
+      const ir::Tensor b = random_f32({5}, 23);
+      ir::Node n = node("Conv");
+      n.attrs["group"] = int64_t{5};
+      n.attrs["strides"] = c.strides;
+      n.attrs["pads"] = c.pads;
+      n.attrs["dilations"] = c.dilations;
+      n.attrs["kernel_shape"] = c.kernel;
+      std::vector<ir::Tensor> fast, general;
+      const ir::Tensor x64 = to_f64(x), w64 = to_f64(w), b64 = to_f64(b);
+      ASSERT_TRUE(tensor_run_node(n, with_bias ? TensorInputs{&x, &w, &b} : TensorInputs{&x, &w}, fast).is_ok());
+      ASSERT_TRUE(
+          tensor_run_node(n, with_bias ? TensorInputs{&x64, &w64, &b64} : TensorInputs{&x64, &w64}, general).is_ok());
+      ASSERT_EQ(fast[0].shape(), general[0].shape());
+      ASSERT_EQ(fast[0].dtype(), ir::DType::kF32);
+      for (int64_t i = 0; i < general[0].numel(); ++i) {
+        ASSERT_NEAR(fast[0].data<float>()[i], general[0].data<double>()[i], 1e-5) << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::cpu
