@@ -33,6 +33,77 @@ __device__ float block_reduce(float v, float* scratch, bool is_max) {
   return r;
 }
 
+// The keys one block reads: query row blockIdx.x (at `pos`), split blockIdx.z of gridDim.z, keys
+// [begin, end); with several splits, its record in `partial` ([t, heads, splits] records of
+// (max, sum, acc[head_dim])), else nullptr.
+struct SplitKeys {
+  int pos, begin, end;
+  float* record;
+};
+
+__device__ SplitKeys split_keys(StepTokens tokens, const AttentionShape& shape, float* partial) {
+  const int64_t i = blockIdx.x;
+  const int h = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+  SplitKeys k;
+  k.pos = tokens.positions[i];
+  const int lo = shape.sliding_window > 0 ? max(0, k.pos - shape.sliding_window + 1) : 0;
+  const int per_split = max(kMinSplitKeys, (k.pos + 1 - lo + splits - 1) / splits);
+  k.begin = lo + split * per_split;
+  k.end = min(k.pos + 1, k.begin + per_split);
+  k.record = partial != nullptr
+                 ? partial + ((i * shape.num_heads + h) * splits + split) * static_cast<int64_t>(shape.head_dim + 2)
+                 : nullptr;
+  return k;
+}
+
+// A split with no keys records an empty partial; true when there is nothing else to do.
+__device__ bool empty_split(const SplitKeys& k) {
+  if (k.begin < k.end) return false;
+  if (k.record != nullptr && threadIdx.x == 0) {
+    k.record[0] = -FLT_MAX;
+    k.record[1] = 0.0f;
+  }
+  return true;
+}
+
+// The online softmax of one chunk: scores[0, n) (complete, after a barrier) become their
+// numerators against the new running maximum; m and l move on. Returns the factor by which the
+// accumulators so far must be scaled.
+__device__ float chunk_softmax(float* scores, int n, float local_max, float* scratch, float& m, float& l) {
+  const float m_new = fmaxf(m, block_reduce(local_max, scratch, true));
+  float local_sum = 0.0f;
+  for (int j = threadIdx.x; j < n; j += kThreads) {
+    const float p = expf(scores[j] - m_new);
+    scores[j] = p;
+    local_sum += p;
+  }
+  const float sum = block_reduce(local_sum, scratch, false);  // its barriers publish scores[]
+  const float corr = expf(m - m_new);
+  l = l * corr + sum;
+  m = m_new;
+  return corr;
+}
+
+// After every warp wrote its accumulator (warp_acc rows `stride` floats apart) and a barrier:
+// the output row out_row[0, d_head) with one split, else the split's record.
+__device__ void write_split(const float* warp_acc, int stride, int d_head, float* out_row, float* record, float m,
+                            float l) {
+  for (int d = threadIdx.x; d < d_head; d += kThreads) {
+    float a = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) a += warp_acc[w * stride + d];
+    if (record == nullptr) {
+      out_row[d] = a / l;
+    } else {
+      record[2 + d] = a;
+    }
+  }
+  if (record != nullptr && threadIdx.x == 0) {
+    record[0] = m;
+    record[1] = l;
+  }
+}
+
 // kChunks: float4 slices per lane (head_dim <= 128 * kChunks); head_dim % 4 == 0.
 template <int kChunks, typename T>
 __global__ void __launch_bounds__(kThreads) attention_split_kernel(const float* q, StepTokens tokens,
@@ -44,28 +115,15 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(const float* 
   __shared__ float scratch[kWarps];
   __shared__ __align__(16) float warp_acc[kWarps][kMaxHeadDim];
   const int64_t i = blockIdx.x;
-  const int h = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+  const int h = blockIdx.y;
   const int d_head = shape.head_dim, d4 = d_head / 4;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kv_head = h / (shape.num_heads / shape.num_kv_heads);
   const int64_t q_row = static_cast<int64_t>(shape.num_heads) * d_head;
   const int64_t kv_row = static_cast<int64_t>(shape.num_kv_heads) * d_head;
-  const int pos = tokens.positions[i];
-  const int lo = shape.sliding_window > 0 ? max(0, pos - shape.sliding_window + 1) : 0;
-  const int keys = pos + 1 - lo;
-  const int per_split = max(kMinSplitKeys, (keys + splits - 1) / splits);
-  const int begin = lo + split * per_split, end = min(pos + 1, begin + per_split);
-  // partial: [t, heads, splits] records of (max, sum, acc[head_dim]).
-  float* record = partial != nullptr
-                      ? partial + ((i * shape.num_heads + h) * splits + split) * static_cast<int64_t>(d_head + 2)
-                      : nullptr;
-  if (begin >= end) {
-    if (record != nullptr && threadIdx.x == 0) {
-      record[0] = -FLT_MAX;
-      record[1] = 0.0f;
-    }
-    return;
-  }
+  const SplitKeys keys = split_keys(tokens, shape, partial);
+  if (empty_split(keys)) return;
+  const int pos = keys.pos, begin = keys.begin, end = keys.end;
   const int32_t* table = cache.tables + static_cast<int64_t>(tokens.token_seq[i]) * cache.table_stride;
   const float slope = shape.alibi_slopes != nullptr ? shape.alibi_slopes[h] : 0.0f;
   for (int d = threadIdx.x; d < d_head; d += kThreads) qs[d] = q[i * q_row + static_cast<int64_t>(h) * d_head + d];
@@ -105,17 +163,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(const float* 
       local_max = fmaxf(local_max, s);
     }
     __syncthreads();  // scores[] complete before the softmax pass reads other warps' entries
-    const float m_new = fmaxf(m, block_reduce(local_max, scratch, true));
-    float local_sum = 0.0f;
-    for (int j = threadIdx.x; j < n; j += kThreads) {
-      const float p = expf(scores[j] - m_new);
-      scores[j] = p;
-      local_sum += p;
-    }
-    const float sum = block_reduce(local_sum, scratch, false);  // its barriers publish scores[]
-    const float corr = expf(m - m_new);
-    l = l * corr + sum;
-    m = m_new;
+    const float corr = chunk_softmax(scores, n, local_max, scratch, m, l);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       acc[c].x *= corr;
@@ -148,20 +196,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(const float* 
     if (slice < d4) reinterpret_cast<float4*>(warp_acc[warp])[slice] = acc[c];
   }
   __syncthreads();
-  for (int d = threadIdx.x; d < d_head; d += kThreads) {
-    float a = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) a += warp_acc[w][d];
-    if (record == nullptr) {
-      out[i * q_row + static_cast<int64_t>(h) * d_head + d] = a / l;
-    } else {
-      record[2 + d] = a;
-    }
-  }
-  if (record != nullptr && threadIdx.x == 0) {
-    record[0] = m;
-    record[1] = l;
-  }
+  write_split(&warp_acc[0][0], kMaxHeadDim, d_head, out + i * q_row + static_cast<int64_t>(h) * d_head, keys.record, m,
+              l);
 }
 
 // Sixteen consecutive cache elements, widened.
@@ -205,26 +241,15 @@ __global__ void __launch_bounds__(kThreads) attention_split_grouped_kernel(const
   __shared__ float scratch[kWarps];
   __shared__ __align__(16) float warp_acc[kWarps][D];
   const int64_t i = blockIdx.x;
-  const int h = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+  const int h = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int grp = lane / kLanes, li = lane % kLanes;
   const int kv_head = h / (shape.num_heads / shape.num_kv_heads);
   const int64_t q_row = static_cast<int64_t>(shape.num_heads) * D;
   const int64_t kv_row = static_cast<int64_t>(shape.num_kv_heads) * D;
-  const int pos = tokens.positions[i];
-  const int lo = shape.sliding_window > 0 ? max(0, pos - shape.sliding_window + 1) : 0;
-  const int keys = pos + 1 - lo;
-  const int per_split = max(kMinSplitKeys, (keys + splits - 1) / splits);
-  const int begin = lo + split * per_split, end = min(pos + 1, begin + per_split);
-  float* record =
-      partial != nullptr ? partial + ((i * shape.num_heads + h) * splits + split) * static_cast<int64_t>(D + 2) : nullptr;
-  if (begin >= end) {
-    if (record != nullptr && threadIdx.x == 0) {
-      record[0] = -FLT_MAX;
-      record[1] = 0.0f;
-    }
-    return;
-  }
+  const SplitKeys keys = split_keys(tokens, shape, partial);
+  if (empty_split(keys)) return;
+  const int pos = keys.pos, begin = keys.begin, end = keys.end;
   const int32_t* table = cache.tables + static_cast<int64_t>(tokens.token_seq[i]) * cache.table_stride;
   const float slope = shape.alibi_slopes != nullptr ? shape.alibi_slopes[h] : 0.0f;
   float qv[16];
@@ -266,17 +291,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_grouped_kernel(const
       }
     }
     __syncthreads();
-    const float m_new = fmaxf(m, block_reduce(local_max, scratch, true));
-    float local_sum = 0.0f;
-    for (int j = threadIdx.x; j < n; j += kThreads) {
-      const float p = expf(scores[j] - m_new);
-      scores[j] = p;
-      local_sum += p;
-    }
-    const float sum = block_reduce(local_sum, scratch, false);  // its barriers publish scores[]
-    const float corr = expf(m - m_new);
-    l = l * corr + sum;
-    m = m_new;
+    const float corr = chunk_softmax(scores, n, local_max, scratch, m, l);
 #pragma unroll
     for (int e = 0; e < 16; ++e) acc[e] *= corr;
 #pragma unroll 2
@@ -302,20 +317,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_grouped_kernel(const
     }
   }
   __syncthreads();
-  for (int d = threadIdx.x; d < D; d += kThreads) {
-    float a = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) a += warp_acc[w][d];
-    if (record == nullptr) {
-      out[i * q_row + static_cast<int64_t>(h) * D + d] = a / l;
-    } else {
-      record[2 + d] = a;
-    }
-  }
-  if (record != nullptr && threadIdx.x == 0) {
-    record[0] = m;
-    record[1] = l;
-  }
+  write_split(&warp_acc[0][0], D, D, out + i * q_row + static_cast<int64_t>(h) * D, keys.record, m, l);
 }
 
 // One block per (query row, head): joins the splits' partials.
