@@ -5,18 +5,12 @@
 //   W'[m, ...] = W[m, ...] * s,   B'[m] = (B[m] - mean[m]) * s + bias[m]   (B = 0 when absent).
 // The folded weights are new weights with composed loaders; the originals are left for
 // dead-node elimination.
-#include <algorithm>
 #include <cmath>
 
 #include "passes/pass.h"
 
 namespace kiln::passes {
 namespace {
-
-bool single_reader(const ir::Graph& graph, ir::ValueId id) {
-  return graph.consumers(id).size() == 1 &&
-         std::find(graph.outputs().begin(), graph.outputs().end(), id) == graph.outputs().end();
-}
 
 bool f32_weight(const ir::Graph& graph, ir::ValueId id) {
   return id != ir::kNoValue && graph.value(id).is_weight && graph.weight(id).dtype == ir::DType::kF32;

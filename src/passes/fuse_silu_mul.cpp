@@ -1,18 +1,8 @@
 // SwiGLU fusion: split(x) -> (a, b); silu(a) * b becomes silu_mul(x) when the split halves are
 // equal and a, silu(a) and b have no other readers. Saves two passes over [T, intermediate].
-#include <algorithm>
-
 #include "passes/pass.h"
 
 namespace kiln::passes {
-namespace {
-
-bool single_reader(const ir::Graph& graph, ir::ValueId id) {
-  return graph.consumers(id).size() == 1 &&
-         std::find(graph.outputs().begin(), graph.outputs().end(), id) == graph.outputs().end();
-}
-
-}  // namespace
 
 Status run_fuse_silu_mul(ir::Graph& graph, const PassContext& /*ctx*/) {
   std::vector<bool> dead(graph.nodes().size(), false);

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "passes/pass.h"
 
 namespace kiln::passes {
@@ -9,6 +11,11 @@ void erase_nodes(ir::Graph& graph, const std::vector<bool>& dead) {
     if (!dead[i]) kept.push_back(std::move(graph.nodes()[i]));
   }
   graph.nodes() = std::move(kept);
+}
+
+bool single_reader(const ir::Graph& graph, ir::ValueId id) {
+  return graph.consumers(id).size() == 1 &&
+         std::find(graph.outputs().begin(), graph.outputs().end(), id) == graph.outputs().end();
 }
 
 }  // namespace kiln::passes

@@ -81,5 +81,7 @@ Status run_plan_memory(ir::Graph& graph, const PassContext& ctx);
 
 // Removes nodes in `dead` (indices) from the graph, keeping order.
 void erase_nodes(ir::Graph& graph, const std::vector<bool>& dead);
+// Whether `id` is read by exactly one node and is not a graph output (a fusion may then absorb it).
+bool single_reader(const ir::Graph& graph, ir::ValueId id);
 
 }  // namespace kiln::passes

@@ -114,9 +114,16 @@ struct ServingEngine::Impl {
   std::vector<size_t> first_rows;  // each chunk's first logits row
 };
 
+namespace {
+
+// Logits rows the step returns for a chunk: one for each of its tokens when asked, else its last.
+size_t logit_rows(const ScheduledChunk& chunk) { return chunk.all_logits ? static_cast<size_t>(chunk.count) : 1; }
+
 // Below this many logits to sample from in a step (8 rows of a 32,000-token vocabulary), sample_all
 // stays on the engine thread: waking the other threads would cost more than it saves.
 constexpr int64_t kParallelSamplingLogits = 256 * 1024;
+
+}  // namespace
 
 ServingEngine::ServingEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -424,17 +431,16 @@ bool ServingEngine::Impl::run_step(Clock::time_point iteration_start) {
   size_t row = 0;
   for (const ScheduledChunk& chunk : chunks) {
     first_rows.push_back(row);
-    row += chunk.all_logits ? static_cast<size_t>(chunk.count) : 1;
+    row += logit_rows(chunk);
   }
   sample_all(*logits);
   const auto v = static_cast<size_t>(vocab);
   for (size_t i = 0; i < chunks.size(); ++i) {
     const ScheduledChunk& chunk = chunks[i];
-    const size_t rows = chunk.all_logits ? static_cast<size_t>(chunk.count) : 1;
     RequestState& r = *static_cast<ChoiceState&>(*chunk.seq).request;
     if (!r.ended) {
       try {
-        process(i, logits->subspan(first_rows[i] * v, rows * v));
+        process(i, logits->subspan(first_rows[i] * v, logit_rows(chunk) * v));
       } catch (const std::exception& e) {
         if (!r.ended) end_with_error(r, std::string("internal error in the serving engine: ") + e.what());
       }
@@ -470,7 +476,7 @@ void ServingEngine::Impl::sample_all(std::span<const float> logits) {
     ChoiceState& c = static_cast<ChoiceState&>(*chunk.seq);
     if (!chunk.samples || c.request->ended) continue;
     Sampled& out = sampled[static_cast<size_t>(i)];
-    const size_t last = first_rows[static_cast<size_t>(i)] + (chunk.all_logits ? static_cast<size_t>(chunk.count) : 1) - 1;
+    const size_t last = first_rows[static_cast<size_t>(i)] + logit_rows(chunk) - 1;
     try {
       out.event = RequestEvent{};
       out.event.choice = c.index;
