@@ -38,10 +38,11 @@ class KernelTuner {
   virtual std::vector<std::string> matmul_candidates_for(ir::WeightFormat format, int64_t /*m*/) const {
     return matmul_candidates(format);
   }
-  // What a kernel rounds the activations to before multiplying ("bf16", "int8"; empty when it
-  // multiplies floats). A matmul's decode and prefill kernels are chosen of one kind, so that a
-  // sequence's tokens do not depend on how many others share its step.
-  virtual std::string matmul_activation_rounding(const std::string& /*kernel*/) const { return ""; }
+  // Kernels of one results class give each output row the same bits, whatever the number of
+  // rows in the call and whichever of them runs it. A matmul's decode and prefill kernels are
+  // chosen of one class, so that a sequence's tokens do not depend on how many others share its
+  // step. By default every kernel is of one class (a target that promises nothing).
+  virtual std::string matmul_results_class(const std::string& /*kernel*/) const { return ""; }
   // The device kernels are timed on, for the engine's metadata ("NVIDIA H200"); empty for none.
   virtual std::string device_name() const { return ""; }
   // Median seconds of one [m, k] x [n, k]^T product with `kernel` on random data.

@@ -1,7 +1,7 @@
 // Kernel selection by timing: for each matmul, every candidate kernel the target offers for the
 // weight's format (and the row count: KernelTuner::matmul_candidates_for) is timed on the build
 // machine at a decode shape (m = 1) and a prefill shape (m = min(128, max_batch_tokens)); the
-// best pair that rounds the activations alike (pick()) is recorded on the node as kernel_decode /
+// best pair of one results class (pick()) is recorded on the node as kernel_decode /
 // kernel_prefill (with the measured microseconds). Shapes repeat across layers, so timings are
 // cached per (format, n, k).
 //
@@ -49,18 +49,18 @@ std::vector<Choice> timed(KernelTuner* tuner, const std::vector<std::string>& ca
 }
 
 // The decode and prefill kernels with the best score (decode time plus prefill time per row)
-// among pairs that round the activations alike: with kernels of two kinds, a sequence decoded in
-// a batch (prefill kernel) would not give the tokens it gives alone (decode kernel). Untimed,
-// the first decode candidate and the first prefill candidate of its kind. When no pair agrees,
-// each is the fastest of its own list.
+// among pairs of one results class (KernelTuner::matmul_results_class): with kernels of two
+// classes, a sequence decoded in a batch (prefill kernel) would not give the tokens it gives
+// alone (decode kernel). Untimed, the first decode candidate and the first prefill candidate of
+// its class. When no pair agrees, each is the fastest of its own list.
 Selection pick(KernelTuner* tuner, ir::WeightFormat format, const std::vector<Choice>& decode,
                const std::vector<Choice>& prefill, int64_t prefill_m) {
   std::optional<Selection> best;
   double best_score = 0.0;
   for (const Choice& d : decode) {
-    const std::string rounding = tuner->matmul_activation_rounding(d.kernel);
+    const std::string results = tuner->matmul_results_class(d.kernel);
     for (const Choice& p : prefill) {
-      if (tuner->matmul_activation_rounding(p.kernel) != rounding) continue;
+      if (tuner->matmul_results_class(p.kernel) != results) continue;
       const double score = d.seconds + p.seconds / static_cast<double>(prefill_m);
       if (!best || score < best_score) {
         best = Selection{format, d, p};

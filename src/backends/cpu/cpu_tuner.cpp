@@ -21,9 +21,9 @@ std::vector<std::string> CpuKernelTuner::matmul_candidates(ir::WeightFormat form
   return names.empty() ? scalar : names;
 }
 
-std::string CpuKernelTuner::matmul_activation_rounding(const std::string& kernel) const {
+std::string CpuKernelTuner::matmul_results_class(const std::string& kernel) const {
   const MatmulKernel* kern = matmul_kernel_find(kernel);
-  return kern == nullptr ? std::string() : std::string(cpu::matmul_activation_rounding(*kern));
+  return kern == nullptr ? kernel : cpu::matmul_results_class(*kern);
 }
 
 double CpuKernelTuner::time_matmul(const std::string& kernel, ir::WeightFormat format, int64_t m, int64_t n,

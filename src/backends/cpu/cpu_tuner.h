@@ -12,7 +12,7 @@ class CpuKernelTuner final : public passes::KernelTuner {
   explicit CpuKernelTuner(Isa isa) : isa_(isa) {}
   std::string target() const override;
   std::vector<std::string> matmul_candidates(ir::WeightFormat format) const override;
-  std::string matmul_activation_rounding(const std::string& kernel) const override;
+  std::string matmul_results_class(const std::string& kernel) const override;
   double time_matmul(const std::string& kernel, ir::WeightFormat format, int64_t m, int64_t n, int64_t k) override;
 
  private:

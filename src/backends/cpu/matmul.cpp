@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "backends/cpu/matmul_kernels.h"
 #include "backends/cpu/matmul_tiling.h"
@@ -61,6 +62,23 @@ std::string_view matmul_activation_rounding(const MatmulKernel& kernel) {
   if (strategy.starts_with("q8dot")) return "int8";
   if (strategy == "panel" && ir::weight_format_is_quantized(kernel.format)) return "int8";
   return "";
+}
+
+std::string matmul_results_class(const MatmulKernel& kernel) {
+  // "<format>.<isa>.<strategy>[.<tile>]"
+  const std::string name(kernel.name);
+  const std::string format(ir::weight_format_name(kernel.format));
+  const size_t first = name.find('.');
+  const size_t second = first == std::string::npos ? first : name.find('.', first + 1);
+  if (second == std::string::npos) return name;  // "<format>.scalar"
+  const std::string isa = name.substr(first + 1, second - first - 1);
+  std::string strategy = name.substr(second + 1);
+  if (strategy == "panel") return format + ".panel";
+  if (strategy.starts_with("dq.")) strategy = strategy.substr(3);
+  const bool tile_shape = strategy.size() == 3 && strategy[1] == 'x';  // "6x4"
+  if (tile_shape) return format + "." + isa + ".tiles";
+  if (strategy.starts_with("q8dot")) return format + "." + isa + ".q8dot";
+  return name;
 }
 
 void matmul(const MatmulKernel& kernel, const float* x, int64_t m, int64_t k, const std::byte* w, int64_t n,

@@ -32,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -67,6 +68,14 @@ const MatmulKernel* matmul_kernel_find(std::string_view name);
 // the integer panels), or "" when it multiplies them as floats. Kernels of one kind agree to
 // float rounding; kernels of two kinds differ by the activation rounding error.
 std::string_view matmul_activation_rounding(const MatmulKernel& kernel);
+
+// Every kernel gives an output row the same bits whatever other rows share the call. Kernels of
+// one results class also give the same bits as each other: the panel kernels of one format on
+// every ISA (one FMA chain over k per output, or the same integer dot products), and the
+// register-tile kernels of one format and ISA whatever their tile shape or whether they read the
+// weights in place or dequantised (same vectors, same k chunks, same sums). Names the class:
+// "bf16p8.panel", "f32.avx512.tiles", "i4g32.avx2.q8dot"; any other kernel is a class of its own.
+std::string matmul_results_class(const MatmulKernel& kernel);
 
 // Runs `kernel`. Preconditions (internal invariants, checked): m, n >= 0, k > 0,
 // ir::weight_format_fits(kernel.format, n, k) and kernel.isa <= isa_detect().

@@ -12,8 +12,9 @@
 // broadcasts of an activation pair and 24 vdpbf16ps. Blocks of fewer than 128 rows (a batch of
 // decode rows, a short prompt chunk) read the panels in place instead, two half-vector loads per
 // weight vector: there the copy cost as much as the products (AMD EPYC, 2 threads: 2048 x 384
-// at m = 16 42 us against 49-59, at m = 64 131 against 141). Decode-sized calls are memory bound
-// and run the exact AVX2 panel kernel.
+// at m = 16 42 us against 49-59, at m = 64 131 against 141). Decode-sized calls take the same
+// in-place path: every output is the same chain of vdpbf16ps over k whatever m is, so a row gets
+// the same bits alone as in a batch.
 //
 // Plain bf16 weights (rows that an embedding lookup also reads, such as a tied lm_head, or a
 // layout the build timed faster at decode) take the product along k instead: a 6 x 4 tile of
@@ -51,7 +52,6 @@ namespace {
 using ir::WeightFormat;
 
 constexpr int kPanel = 8;
-constexpr int64_t kMinTileRows = 4;
 constexpr int kTaskPanels = 4;     // 32 output columns: two vectors
 constexpr int kTileRows = 12;      // 24 accumulators
 constexpr int64_t kPairLanes = 32;  // 32-bit lanes per position pair in the packed panels
@@ -187,7 +187,6 @@ void task_rows(int64_t i0, int64_t i1, const uint16_t* xb, int64_t k, const Pair
 
 void matmul_bf16dot(const float* x, int64_t m, int64_t k, const std::byte* w, int64_t n, const float* bias,
                     float* y) {
-  if (m < kMinTileRows) return detail::matmul_avx2_panel_fn(WeightFormat::kBF16Panel8)(x, m, k, w, n, bias, y);
   const size_t panel_bytes = static_cast<size_t>(k) * 2 * kPanel;
   uint16_t* xb = activation_scratch(m, k);
   detail::Blocking bl;
@@ -282,7 +281,7 @@ void matmul_bf16dot_rows(const float* x, int64_t m, int64_t k, const std::byte* 
                          float* y) {
   uint16_t* xb = activation_scratch(m, k);
   const auto* wb = reinterpret_cast<const uint16_t*>(w);
-  const detail::Blocking bl = detail::matmul_blocking(m, n, k, kRowTileX, kRowTileW, 0, 0, 1);
+  const detail::Blocking bl = detail::matmul_blocking(m, n, k, kRowTileX, kRowTileW, 0, 1);
   const auto round_rows = [&] { round_rows_to_bf16(x, m, k, xb); };
   detail::matmul_parallel(m, n, bl, round_rows, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     // Four weight rows stay in L1 while every activation row of the block passes them.

@@ -2,8 +2,8 @@
 // one vector holds one column position of 8 output columns and no horizontal sums are needed.
 //   Float panels (f16p8, bf16p8): an activation is broadcast and multiplied with 8 converted
 //     weights; a tile keeps MR rows x NP panels of accumulators (6 x 2 for prefill, the classic
-//     AVX2 shape: 12 accumulators, 2 weight vectors, 1 broadcast). Decode splits k over KU
-//     independent accumulator sets instead, so the FMA latency never idles the core.
+//     AVX2 shape: 12 accumulators, 2 weight vectors, 1 broadcast); decode runs one row over 4
+//     panels. Every output is one FMA chain over k in order, in both.
 //   Integer panels (i8cp8, i4g32p8): activations are quantised to int8 per block of 32
 //     (quantize_activations.h); 4 consecutive activations are broadcast to every 32-bit lane
 //     and vpmaddubsw multiplies them with 4 weights of each of the 8 rows, so each lane
@@ -153,8 +153,9 @@ void float_panel_tile_edge(int mr, int np, const float* x, int64_t ldx, const st
   float_panel_tile<L, MR, NP, KU>(x, ldx, w, pstride, kc, y, ldy, bias, ystride);
 }
 
-// Decode-sized calls (m < kMinTileRows) run each row alone over kDecodePanels panels with 2
-// accumulator sets (8 independent FMA chains). The panels are read as four long streams, one
+// Decode-sized calls (m < kMinTileRows) run each row alone over kDecodePanels panels with one
+// accumulator set, so each output is the same FMA chain over k as in the tiles of larger calls
+// and a row gets the same bits alone as in a batch (split sets would sum k in another order). The panels are read as four long streams, one
 // per quarter of the matrix: a task's panels lie a quarter apart, so a thread's consecutive
 // tasks continue each stream, and the prefetch ahead of a panel's end lands in the panel that
 // the stream reads next. (Tasks of four adjacent panels restart four streams every task: at
@@ -163,7 +164,7 @@ void float_panel_tile_edge(int mr, int np, const float* x, int64_t ldx, const st
 // against every row of x, so the tiles' inner loop is loads, broadcasts and FMAs only.
 constexpr int64_t kMinTileRows = 4;
 constexpr int kDecodePanels = 4;
-constexpr int kDecodeSets = 2;
+constexpr int kDecodeSets = 1;
 constexpr int kTileRows = 6;
 constexpr int kTilePanels = 2;
 

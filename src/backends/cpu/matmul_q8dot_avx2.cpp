@@ -185,7 +185,7 @@ void matmul_q8dot(const float* x, int64_t m, int64_t k, const std::byte* w, int6
                   float* y) {
   const size_t row_bytes = ir::weight_format_row_bytes(kFormat, k);
   const int64_t granule = std::max<int64_t>(kQ8Block, ir::weight_format_group(kFormat));
-  const detail::Blocking bl = detail::matmul_blocking(m, n, k, R, C, 0, 1024, granule);
+  const detail::Blocking bl = detail::matmul_blocking(m, n, k, R, C, 1024, granule);
   const Q8Rows xq =
       q8_rows_view(detail::matmul_scratch(q8_rows_bytes(m, k), detail::kScratchActivations), m, k);
   const auto quantize = [&] {

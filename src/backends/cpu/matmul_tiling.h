@@ -23,11 +23,13 @@ struct Blocking {
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
-// Block sizes for a kernel whose register tile covers `tile_m` rows x `tile_n` columns.
-// `kc_small_m` / `kc_large_m`: k chunk for decode-like (m <= 4) and prefill-like calls (0 = all
-// of k); `k_granule`: kc is kept a multiple of it (the quantisation group).
-inline Blocking matmul_blocking(int64_t m, int64_t n, int64_t k, int tile_m, int tile_n,
-                                int64_t kc_small_m, int64_t kc_large_m, int64_t k_granule) {
+// Block sizes for a kernel whose register tile covers `tile_m` rows x `tile_n` columns. `kc`:
+// the k chunk (0 = all of k), kept a multiple of `k_granule` (the quantisation group). The chunk
+// is the same for every m: a kernel that sums each chunk on its own and then adds the chunks
+// gives an output row the same bits whatever other rows share the call only if the chunks are
+// the same (the serving engine needs that; MatmulKernelTest.RowsDoNotDependOnTheOtherRows).
+inline Blocking matmul_blocking(int64_t m, int64_t n, int64_t k, int tile_m, int tile_n, int64_t kc,
+                                int64_t k_granule) {
   Blocking b;
   const int64_t threads = std::max(1, omp_get_max_threads());
   if (m <= 4) {
@@ -42,7 +44,6 @@ inline Blocking matmul_blocking(int64_t m, int64_t n, int64_t k, int tile_m, int
   }
   b.nb = std::max<int64_t>(1, std::min(b.nb, n));
   b.mb = std::max<int64_t>(1, b.mb);
-  const int64_t kc = m <= 4 ? kc_small_m : kc_large_m;
   b.kc = kc <= 0 || kc >= k ? k : std::max(k_granule, kc / k_granule * k_granule);
   return b;
 }

@@ -108,7 +108,8 @@ std::unique_ptr<Case> make_case(WeightFormat format, int64_t m, int64_t k, int64
   return c;
 }
 
-// Sizes: odd m, and k, n from {7, 83, 769, 5125} (group formats: k a multiple of the group,
+// Sizes: odd m (131: past the 128 rows from which the bf16 dot kernel packs its panels, small
+// k * n only), and k, n from {7, 83, 769, 5125} (group formats: k a multiple of the group,
 // from {G, 3 * 32 or 3 * 128, 768, about 5120}; panel formats: n the next multiple of 8,
 // integer panels k a multiple of 32, bf16 panels k even); the largest products are left out to keep the suite fast
 // (the reference runs in double).
@@ -128,11 +129,11 @@ std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes(WeightFormat format) {
   if (g == 128) ks = {128, 384, 768, 5248};
   const int64_t rm = ir::weight_format_row_multiple(format);
   std::vector<std::tuple<int64_t, int64_t, int64_t>> out;
-  for (int64_t m : {1, 3, 7, 83}) {
+  for (int64_t m : {1, 3, 7, 83, 131}) {
     for (int64_t k : ks) {
       for (int64_t n0 : {7, 83, 769, 5125}) {
         const int64_t n = (n0 + rm - 1) / rm * rm;
-        if (m * k * n > kMaxProduct) continue;
+        if (m * k * n > kMaxProduct || (m == 131 && k * n > 100'000)) continue;
         out.emplace_back(m, k, n);
       }
     }
@@ -219,6 +220,33 @@ TEST_P(MatmulKernelTest, IndependentOfThreadCount) {
   omp_set_num_threads(saved);
 }
 
+// Each output row depends only on its own activation row: a row computed in a call of m rows
+// equals, bit for bit, the same row computed alone (and in a call of 5 rows). The serving engine
+// relies on it: a sequence's tokens must not depend on which other sequences share its step.
+TEST_P(MatmulKernelTest, RowsDoNotDependOnTheOtherRows) {
+  const MatmulKernel& kernel = *GetParam();
+  if (kernel.isa > isa_detect()) {
+    GTEST_SKIP() << "this CPU lacks " << isa_name(kernel.isa) << " (it supports " << isa_name(isa_detect()) << ")";
+  }
+  int compared = 0;
+  for (const auto& c : cases(kernel.format)) {
+    if (c->m < 7 || c->m * c->k * c->n > kMaxProduct / 4) continue;
+    std::vector<float> all(static_cast<size_t>(c->m * c->n));
+    matmul(kernel, c->x.data(), c->m, c->k, c->w.data(), c->n, c->bias.data(), all.data());
+    for (int64_t rows : {int64_t{1}, int64_t{5}}) {
+      for (int64_t i0 : {int64_t{0}, int64_t{2}, c->m - rows}) {
+        std::vector<float> part(static_cast<size_t>(rows * c->n));
+        matmul(kernel, c->x.data() + i0 * c->k, rows, c->k, c->w.data(), c->n, c->bias.data(), part.data());
+        ASSERT_EQ(std::memcmp(part.data(), all.data() + i0 * c->n, part.size() * sizeof(float)), 0)
+            << kernel.name << " m=" << c->m << " k=" << c->k << " n=" << c->n << ": rows " << i0 << ".."
+            << i0 + rows - 1 << " computed " << rows << " at a time differ from the same rows in the whole call";
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 0);
+}
+
 std::string kernel_test_name(const ::testing::TestParamInfo<const MatmulKernel*>& info) {
   std::string s(info.param->name);
   std::replace(s.begin(), s.end(), '.', '_');
@@ -260,6 +288,45 @@ TEST(MatmulRegistry, IntegerPanelKernelsAgreeBitForBitAcrossIsas) {
       ++compared;
     }
     EXPECT_GT(compared, 10);
+  }
+}
+
+// Kernels of one results class give the same bits as each other (select_kernels pairs a decode
+// kernel with a prefill kernel of its class), on every case of their format, with bias.
+TEST(MatmulRegistry, KernelsOfOneResultsClassAgreeBitForBit) {
+  int compared = 0;
+  for (WeightFormat format : kAllFormats) {
+    std::map<std::string, std::vector<const MatmulKernel*>> classes;
+    for (const MatmulKernel* k : matmul_kernels(format, isa_detect())) classes[matmul_results_class(*k)].push_back(k);
+    for (const auto& [name, kernels] : classes) {
+      for (size_t other = 1; other < kernels.size(); ++other) {
+        for (const auto& c : cases(format)) {
+          std::vector<float> y0(static_cast<size_t>(c->m * c->n)), y1(y0.size(), -1.0f);
+          matmul(*kernels[0], c->x.data(), c->m, c->k, c->w.data(), c->n, c->bias.data(), y0.data());
+          matmul(*kernels[other], c->x.data(), c->m, c->k, c->w.data(), c->n, c->bias.data(), y1.data());
+          ASSERT_EQ(std::memcmp(y0.data(), y1.data(), y0.size() * sizeof(float)), 0)
+              << name << ": " << kernels[0]->name << " and " << kernels[other]->name << " differ at m=" << c->m
+              << " k=" << c->k << " n=" << c->n;
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 50);
+}
+
+TEST(MatmulRegistry, ResultsClassesFollowTheStrategy) {
+  const std::pair<const char*, const char*> expected[] = {
+      {"f32.avx512.6x4", "f32.avx512.tiles"},       {"f32.avx512.4x3", "f32.avx512.tiles"},
+      {"bf16.avx512.dq.6x4", "bf16.avx512.tiles"},  {"f32.avx2.3x4", "f32.avx2.tiles"},
+      {"bf16p8.avx2.panel", "bf16p8.panel"},        {"bf16p8.avx512.panel", "bf16p8.panel"},
+      {"i4g32p8.avx512.panel", "i4g32p8.panel"},    {"i8c.avx2.q8dot.2x4", "i8c.avx2.q8dot"},
+      {"bf16p8.avx512bf16.dot", "bf16p8.avx512bf16.dot"}, {"i4g32.scalar", "i4g32.scalar"},
+  };
+  for (const auto& [name, results] : expected) {
+    const MatmulKernel* k = matmul_kernel_find(name);
+    ASSERT_NE(k, nullptr) << name;
+    EXPECT_EQ(matmul_results_class(*k), results) << name;
   }
 }
 

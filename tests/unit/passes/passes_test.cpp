@@ -190,7 +190,7 @@ class RoundingTuner : public KernelTuner {
   std::vector<std::string> matmul_candidates(ir::WeightFormat) const override {
     return {"float", "bf16", "bf16.prefill"};
   }
-  std::string matmul_activation_rounding(const std::string& kernel) const override {
+  std::string matmul_results_class(const std::string& kernel) const override {
     return kernel == "float" ? "" : "bf16";
   }
   double time_matmul(const std::string& kernel, ir::WeightFormat, int64_t m, int64_t, int64_t) override {
@@ -200,7 +200,7 @@ class RoundingTuner : public KernelTuner {
   double decode_bf16 = 1.1, prefill_float = 40.0;
 };
 
-TEST(Passes, KernelSelectionPairsKernelsThatRoundActivationsAlike) {
+TEST(Passes, KernelSelectionPairsKernelsOfOneResultsClass) {
   // Per prefill row: float 1 + 40/m against bf16 1.1 + 10/m; both m = 128 and the tiny test
   // graph's max_batch_tokens make bf16 win, though "float" alone is the fastest decode kernel.
   for (const bool float_wins : {false, true}) {
