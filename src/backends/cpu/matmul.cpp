@@ -52,18 +52,6 @@ const MatmulKernel* matmul_kernel_find(std::string_view name) {
   return nullptr;
 }
 
-std::string_view matmul_activation_rounding(const MatmulKernel& kernel) {
-  // "<format>.<isa>.<strategy>": the strategy is what follows the second dot.
-  const std::string_view name = kernel.name;
-  const size_t first = name.find('.');
-  const size_t second = first == std::string_view::npos ? first : name.find('.', first + 1);
-  const std::string_view strategy = second == std::string_view::npos ? std::string_view() : name.substr(second + 1);
-  if (strategy == "dot") return "bf16";
-  if (strategy.starts_with("q8dot")) return "int8";
-  if (strategy == "panel" && ir::weight_format_is_quantized(kernel.format)) return "int8";
-  return "";
-}
-
 std::string matmul_results_class(const MatmulKernel& kernel) {
   // "<format>.<isa>.<strategy>[.<tile>]"
   const std::string name(kernel.name);

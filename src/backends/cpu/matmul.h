@@ -64,11 +64,6 @@ std::vector<const MatmulKernel*> matmul_kernels_all();
 // AVX2 one).
 const MatmulKernel* matmul_kernel_find(std::string_view name);
 
-// What `kernel` rounds the activations to before multiplying: "bf16" (dot), "int8" (q8dot and
-// the integer panels), or "" when it multiplies them as floats. Kernels of one kind agree to
-// float rounding; kernels of two kinds differ by the activation rounding error.
-std::string_view matmul_activation_rounding(const MatmulKernel& kernel);
-
 // Every kernel gives an output row the same bits whatever other rows share the call. Kernels of
 // one results class also give the same bits as each other: the panel kernels of one format on
 // every ISA (one FMA chain over k per output, or the same integer dot products), and the

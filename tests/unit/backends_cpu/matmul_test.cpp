@@ -342,20 +342,6 @@ TEST(MatmulRegistry, NamesAreUniqueAndFindable) {
   EXPECT_EQ(matmul_kernel_find(""), nullptr);
 }
 
-TEST(MatmulRegistry, ActivationRoundingFollowsTheStrategy) {
-  const std::pair<const char*, const char*> expected[] = {
-      {"f32.avx512.6x4", ""},           {"bf16p8.avx2.panel", ""},      {"bf16.avx512.dq.6x4", ""},
-      {"i8c.avx2.dq.4x3", ""},          {"i4g32.scalar", ""},           {"bf16p8.avx512bf16.dot", "bf16"},
-      {"bf16.avx512bf16.dot", "bf16"},  {"i4g32.avx2.q8dot", "int8"},   {"i8g32.avx2.q8dot.2x4", "int8"},
-      {"i4g32p8.avx512.panel", "int8"}, {"i8cp8.avx2.panel", "int8"},
-  };
-  for (const auto& [name, rounding] : expected) {
-    const MatmulKernel* k = matmul_kernel_find(name);
-    ASSERT_NE(k, nullptr) << name;
-    EXPECT_EQ(matmul_activation_rounding(*k), rounding) << name;
-  }
-}
-
 TEST(MatmulRegistry, EmptyOutputIsANoOp) {
   const MatmulKernel* k = matmul_kernels(WeightFormat::kF32, isa_active()).front();
   float x = 1.0f;
