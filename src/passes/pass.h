@@ -45,7 +45,10 @@ class KernelTuner {
   virtual std::string matmul_results_class(const std::string& /*kernel*/) const { return ""; }
   // The device kernels are timed on, for the engine's metadata ("NVIDIA H200"); empty for none.
   virtual std::string device_name() const { return ""; }
-  // Median seconds of one [m, k] x [n, k]^T product with `kernel` on random data.
+  // How many interleaved rounds select_kernels times the candidates of one shape in, keeping
+  // each one's fastest (a target whose timings a busy machine disturbs asks for several).
+  virtual int timing_rounds() const { return 1; }
+  // Seconds of one [m, k] x [n, k]^T product with `kernel` on random data.
   virtual double time_matmul(const std::string& kernel, ir::WeightFormat format, int64_t m, int64_t n,
                              int64_t k) = 0;
 };

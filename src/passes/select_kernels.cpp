@@ -39,12 +39,23 @@ struct Selection {
 };
 
 // Each candidate's time at [m, k] x [n, k]^T, in order (0 where not timed); a lone candidate is
-// timed only when `time_lone` (its time is compared with another layout's).
+// timed only when `time_lone` (its time is compared with another layout's). The candidates are
+// timed in KernelTuner::timing_rounds() rounds, one after another within each round, and each
+// keeps its fastest: another process that takes the cores for a while slows every candidate a
+// little rather than one of them a lot.
 std::vector<Choice> timed(KernelTuner* tuner, const std::vector<std::string>& candidates, ir::WeightFormat format,
                           int64_t m, int64_t n, int64_t k, bool autotune, bool time_lone) {
   std::vector<Choice> out;
+  for (const auto& c : candidates) out.push_back({c, 0.0});
   const bool time = tuner != nullptr && autotune && (candidates.size() > 1 || time_lone);
-  for (const auto& c : candidates) out.push_back({c, time ? tuner->time_matmul(c, format, m, n, k) : 0.0});
+  if (!time) return out;
+  const int rounds = std::max(1, tuner->timing_rounds());
+  for (int round = 0; round < rounds; ++round) {
+    for (Choice& c : out) {
+      const double s = tuner->time_matmul(c.kernel, format, m, n, k);
+      c.seconds = round == 0 ? s : std::min(c.seconds, s);
+    }
+  }
   return out;
 }
 
