@@ -26,7 +26,7 @@ std::string CpuKernelTuner::matmul_results_class(const std::string& kernel) cons
   return kern == nullptr ? kernel : cpu::matmul_results_class(*kern);
 }
 
-const CpuKernelTuner::Problem& CpuKernelTuner::problem(ir::WeightFormat format, int64_t m, int64_t n, int64_t k) {
+CpuKernelTuner::Problem& CpuKernelTuner::problem(ir::WeightFormat format, int64_t m, int64_t n, int64_t k) {
   Problem& p = problem_;
   const bool same_weights = !p.packed.empty() && p.format == format && p.n == n && p.k == k;
   if (same_weights && p.m == m) return p;
@@ -52,8 +52,8 @@ double CpuKernelTuner::time_matmul(const std::string& kernel, ir::WeightFormat f
                                    int64_t k) {
   const MatmulKernel* kern = matmul_kernel_find(kernel);
   if (kern == nullptr) return 1e30;
-  const Problem& p = problem(format, m, n, k);
-  float* y = problem_.y.data();
+  Problem& p = problem(format, m, n, k);
+  float* y = p.y.data();
   // One warm-up (the previous candidate left other data in cache), then at least 3 runs, more
   // while they take under 0.04 s in all (at most 12); select_kernels asks for timing_rounds() of
   // these. The minimum, not the median: a build often shares the machine, and a run that another

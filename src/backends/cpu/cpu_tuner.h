@@ -29,7 +29,7 @@ class CpuKernelTuner final : public passes::KernelTuner {
     std::vector<float> x, y;
     std::vector<std::byte> packed;
   };
-  const Problem& problem(ir::WeightFormat format, int64_t m, int64_t n, int64_t k);
+  Problem& problem(ir::WeightFormat format, int64_t m, int64_t n, int64_t k);
 
   Isa isa_;
   Problem problem_;

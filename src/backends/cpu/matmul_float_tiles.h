@@ -42,70 +42,81 @@ struct LoadBF16 {
   }
 };
 
-// y[0:R, 0:C] (row stride ldy) = (accumulate ? y : bias or 0) + x[0:R, 0:kc] · w[0:C, 0:kc]^T.
-// x: row stride ldx floats; w: row stride ldw bytes, already offset to the chunk's first element.
+// y[0:R, 0:C] (row stride ldy) = (accumulate ? y : bias or 0) + x[0:R, 0:kc] · w[0:C, 0:kc]^T,
+// summed in chunks of `chunk` elements: each chunk's vector lanes and scalar tail are summed on
+// their own and then added to the running value, so a call over kc elements in chunks gives the
+// same bits as one call per chunk with `accumulate` set after the first.
+// x: row stride ldx floats; w: row stride ldw bytes, already offset to the first element.
 template <class L, int R, int C>
-void float_tile(const float* x, int64_t ldx, const std::byte* w, size_t ldw, int64_t kc, float* y,
+void float_tile(const float* x, int64_t ldx, const std::byte* w, size_t ldw, int64_t kc, int64_t chunk, float* y,
                 int64_t ldy, const float* bias, bool accumulate) {
   using F = typename V::F;
   constexpr int kL = V::kLanes;
-  F acc[R][C];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) acc[r][c] = V::zero();
-  int64_t i = 0;
-  for (; i + kL <= kc; i += kL) {
-    F wv[C];
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) wv[c] = L::load(w + c * ldw + static_cast<size_t>(i) * L::kBytes);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const F xv = V::loadu(x + r * ldx + i);
-#pragma GCC unroll 16
-      for (int c = 0; c < C; ++c) acc[r][c] = V::fmadd(xv, wv[c], acc[r][c]);
-    }
+  float sum[R][C];
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) sum[r][c] = accumulate ? y[r * ldy + c] : (bias != nullptr ? bias[c] : 0.0f);
   }
-  float tail[R][C] = {};
-  for (; i < kc; ++i) {
-    for (int c = 0; c < C; ++c) {
-      const float wi = L::load1(w + c * ldw + static_cast<size_t>(i) * L::kBytes);
-      // std::fma, not a * b + c: the compiler may contract the latter in one tile shape and
-      // not in another, and a row must get the same bits in every shape.
-      for (int r = 0; r < R; ++r) tail[r][c] = std::fma(x[r * ldx + i], wi, tail[r][c]);
+  for (int64_t c0 = 0; c0 < kc; c0 += chunk) {
+    const int64_t end = std::min(kc, c0 + chunk);
+    F acc[R][C];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) acc[r][c] = V::zero();
+    int64_t i = c0;
+    for (; i + kL <= end; i += kL) {
+      F wv[C];
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) wv[c] = L::load(w + c * ldw + static_cast<size_t>(i) * L::kBytes);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const F xv = V::loadu(x + r * ldx + i);
+#pragma GCC unroll 16
+        for (int c = 0; c < C; ++c) acc[r][c] = V::fmadd(xv, wv[c], acc[r][c]);
+      }
+    }
+    float tail[R][C] = {};
+    for (; i < end; ++i) {
+      for (int c = 0; c < C; ++c) {
+        const float wi = L::load1(w + c * ldw + static_cast<size_t>(i) * L::kBytes);
+        // std::fma, not a * b + c: the compiler may contract the latter in one tile shape and
+        // not in another, and a row must get the same bits in every shape.
+        for (int r = 0; r < R; ++r) tail[r][c] = std::fma(x[r * ldx + i], wi, tail[r][c]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) sum[r][c] = sum[r][c] + (V::hsum(acc[r][c]) + tail[r][c]);
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) {
-      const float base = accumulate ? y[r * ldy + c] : (bias != nullptr ? bias[c] : 0.0f);
-      y[r * ldy + c] = base + (V::hsum(acc[r][c]) + tail[r][c]);
-    }
+    for (int c = 0; c < C; ++c) y[r * ldy + c] = sum[r][c];
   }
 }
 
 // float_tile for r <= R rows and c <= C columns (the edges of a block).
 template <class L, int R, int C>
 void float_tile_edge(int r, int c, const float* x, int64_t ldx, const std::byte* w, size_t ldw,
-                     int64_t kc, float* y, int64_t ldy, const float* bias, bool accumulate) {
+                     int64_t kc, int64_t chunk, float* y, int64_t ldy, const float* bias, bool accumulate) {
   if constexpr (R > 1) {
-    if (r < R) return float_tile_edge<L, R - 1, C>(r, c, x, ldx, w, ldw, kc, y, ldy, bias, accumulate);
+    if (r < R) return float_tile_edge<L, R - 1, C>(r, c, x, ldx, w, ldw, kc, chunk, y, ldy, bias, accumulate);
   }
   if constexpr (C > 1) {
-    if (c < C) return float_tile_edge<L, R, C - 1>(r, c, x, ldx, w, ldw, kc, y, ldy, bias, accumulate);
+    if (c < C) return float_tile_edge<L, R, C - 1>(r, c, x, ldx, w, ldw, kc, chunk, y, ldy, bias, accumulate);
   }
-  float_tile<L, R, C>(x, ldx, w, ldw, kc, y, ldy, bias, accumulate);
+  float_tile<L, R, C>(x, ldx, w, ldw, kc, chunk, y, ldy, bias, accumulate);
 }
 
-// Rows [i0, i1) x columns [j0, j1) of y, k chunk [k0, k0 + kc), weights read from `w` (row j of
-// the block at w + (j - j0) * ldw, already offset to element k0) with loader L.
+// Rows [i0, i1) x columns [j0, j1) of y, k range [k0, k0 + kc) summed in chunks of `chunk`,
+// weights read from `w` (row j of the block at w + (j - j0) * ldw, already offset to element k0)
+// with loader L.
 template <class L, int R, int C>
-void float_block(const float* x, int64_t k, const std::byte* w, size_t ldw, int64_t k0, int64_t kc,
+void float_block(const float* x, int64_t k, const std::byte* w, size_t ldw, int64_t k0, int64_t kc, int64_t chunk,
                  const float* bias, float* y, int64_t n, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   for (int64_t i = i0; i < i1; i += R) {
     const int r = static_cast<int>(std::min<int64_t>(R, i1 - i));
     for (int64_t j = j0; j < j1; j += C) {
       const int c = static_cast<int>(std::min<int64_t>(C, j1 - j));
-      float_tile_edge<L, R, C>(r, c, x + i * k + k0, k, w + static_cast<size_t>(j - j0) * ldw, ldw, kc,
+      float_tile_edge<L, R, C>(r, c, x + i * k + k0, k, w + static_cast<size_t>(j - j0) * ldw, ldw, kc, chunk,
                                y + i * n + j, n, bias != nullptr ? bias + j : nullptr, k0 > 0);
     }
   }
@@ -119,26 +130,16 @@ void matmul_float_direct(const float* x, int64_t m, int64_t k, const std::byte* 
   const detail::Blocking b = detail::matmul_blocking(m, n, k, R, C, 256, V::kLanes);
   detail::matmul_parallel(m, n, b, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     if (m <= 4) {
-      // Decode-sized: each tile runs all of its k chunks before the next, so that every weight
-      // row is read as one stream (chunk after chunk across the block's rows read 30-50% slower
-      // at m = 1). The same chunks, summed in the same order, as below.
-      for (int64_t i = i0; i < i1; i += R) {
-        const int r = static_cast<int>(std::min<int64_t>(R, i1 - i));
-        for (int64_t j = j0; j < j1; j += C) {
-          const int c = static_cast<int>(std::min<int64_t>(C, j1 - j));
-          for (int64_t k0 = 0; k0 < k; k0 += b.kc) {
-            float_tile_edge<L, R, C>(r, c, x + i * k + k0, k, w + static_cast<size_t>(j) * row_bytes +
-                                     static_cast<size_t>(k0) * L::kBytes, row_bytes, std::min(b.kc, k - k0),
-                                     y + i * n + j, n, bias != nullptr ? bias + j : nullptr, k0 > 0);
-          }
-        }
-      }
+      // Decode-sized: each tile runs over all of k, summing it in the same chunks as below, so that
+      // every weight row is read as one stream and the running sums stay in registers.
+      float_block<L, R, C>(x, k, w + static_cast<size_t>(j0) * row_bytes, row_bytes, 0, k, b.kc, bias, y, n, i0, i1,
+                           j0, j1);
       return;
     }
     for (int64_t k0 = 0; k0 < k; k0 += b.kc) {
       const int64_t kc = std::min(b.kc, k - k0);
       const std::byte* wb = w + static_cast<size_t>(j0) * row_bytes + static_cast<size_t>(k0) * L::kBytes;
-      float_block<L, R, C>(x, k, wb, row_bytes, k0, kc, bias, y, n, i0, i1, j0, j1);
+      float_block<L, R, C>(x, k, wb, row_bytes, k0, kc, kc, bias, y, n, i0, i1, j0, j1);
     }
   });
 }
@@ -214,7 +215,7 @@ void matmul_dequant_panel(const float* x, int64_t m, int64_t k, const std::byte*
         dequant_range<kFormat>(w + static_cast<size_t>(j) * row_bytes, k, k0, kc, panel + (j - j0) * ld);
       }
       float_block<LoadF32, R, C>(x, k, reinterpret_cast<const std::byte*>(panel), static_cast<size_t>(ld) * 4,
-                                 k0, kc, bias, y, n, i0, i1, j0, j1);
+                                 k0, kc, kc, bias, y, n, i0, i1, j0, j1);
     }
   });
 }

@@ -74,62 +74,41 @@ struct PanelF32 {  // a panel already converted to float (per-thread scratch)
 
 // y[0:MR, 0:8 NP] = (bias or 0) + x[0:MR, 0:kc] · W^T for the NP panels
 // starting at w (already offset to the chunk's first column position; panels pstride bytes
-// apart, L::kPosBytes per column position; their outputs and biases ystride floats apart); KU
-// accumulator sets split the kc steps.
-template <class L, int MR, int NP, int KU>
+// apart, L::kPosBytes per column position; their outputs and biases ystride floats apart). Each
+// output is one FMA chain over the kc steps in order.
+template <class L, int MR, int NP>
 void float_panel_tile(const float* x, int64_t ldx, const std::byte* w, size_t pstride, int64_t kc, float* y,
                       int64_t ldy, const float* bias, int64_t ystride) {
   constexpr size_t kPos = L::kPosBytes;  // bytes per column position
-  __m256 acc[KU][MR][NP];
+  constexpr int S = L::kSteps;           // column positions per load
+  __m256 acc[MR][NP];
 #pragma GCC unroll 8
-  for (int u = 0; u < KU; ++u)
+  for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 8
-      for (int p = 0; p < NP; ++p) acc[u][r][p] = _mm256_setzero_ps();
-  constexpr int S = L::kSteps;
-  constexpr int kStep = KU > S ? KU : S;  // column positions per iteration; step t uses set t % KU
-  static_assert(kStep % S == 0 && kStep % KU == 0, "accumulator sets come in whole loads");
-  int64_t i = 0;
-  for (; i + kStep <= kc; i += kStep) {
+    for (int p = 0; p < NP; ++p) acc[r][p] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < kc; i += S) {  // kc is a multiple of S (bf16p8 needs even k)
     if constexpr (MR == 1) {
 #pragma GCC unroll 8
-      for (int p = 0; p < NP; ++p) {
-        prefetch_ahead(w + p * pstride + static_cast<size_t>(i) * kPos, kStep * kPos);
-      }
+      for (int p = 0; p < NP; ++p) prefetch_ahead(w + p * pstride + static_cast<size_t>(i) * kPos, S * kPos);
     }
 #pragma GCC unroll 8
-    for (int u = 0; u < kStep; ++u) {
+    for (int t = 0; t < S; ++t) {
       __m256 wv[NP];
 #pragma GCC unroll 8
-      for (int p = 0; p < NP; ++p) wv[p] = L::load(w + p * pstride + static_cast<size_t>(i + u - u % S) * kPos, u % S);
+      for (int p = 0; p < NP; ++p) wv[p] = L::load(w + p * pstride + static_cast<size_t>(i) * kPos, t);
 #pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) {
-        const __m256 xb = _mm256_broadcast_ss(x + r * ldx + i + u);
+        const __m256 xb = _mm256_broadcast_ss(x + r * ldx + i + t);
 #pragma GCC unroll 8
-        for (int p = 0; p < NP; ++p) acc[u % KU][r][p] = _mm256_fmadd_ps(xb, wv[p], acc[u % KU][r][p]);
+        for (int p = 0; p < NP; ++p) acc[r][p] = _mm256_fmadd_ps(xb, wv[p], acc[r][p]);
       }
-    }
-  }
-  for (; i < kc; ++i) {  // kc is a multiple of S (bf16p8 needs even k), so i % S == 0 here first
-    const int t = static_cast<int>(i % S);
-    __m256 wv[NP];
-#pragma GCC unroll 8
-    for (int p = 0; p < NP; ++p) wv[p] = L::load(w + p * pstride + static_cast<size_t>(i - t) * kPos, t);
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
-      const __m256 xb = _mm256_broadcast_ss(x + r * ldx + i);
-#pragma GCC unroll 8
-      for (int p = 0; p < NP; ++p) acc[0][r][p] = _mm256_fmadd_ps(xb, wv[p], acc[0][r][p]);
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
 #pragma GCC unroll 8
     for (int p = 0; p < NP; ++p) {
-      __m256 v = acc[0][r][p];
-#pragma GCC unroll 8
-      for (int u = 1; u < KU; ++u) v = _mm256_add_ps(v, acc[u][r][p]);
+      __m256 v = acc[r][p];
       if (bias != nullptr) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + p * ystride));
       _mm256_storeu_ps(y + r * ldy + p * ystride, v);
     }
@@ -137,34 +116,34 @@ void float_panel_tile(const float* x, int64_t ldx, const std::byte* w, size_t ps
 }
 
 // float_panel_tile for mr <= MR rows and np <= NP panels.
-template <class L, int MR, int NP, int KU>
+template <class L, int MR, int NP>
 void float_panel_tile_edge(int mr, int np, const float* x, int64_t ldx, const std::byte* w, size_t pstride,
                            int64_t kc, float* y, int64_t ldy, const float* bias, int64_t ystride = kPanel) {
   if constexpr (MR > 1) {
     if (mr < MR) {
-      return float_panel_tile_edge<L, MR - 1, NP, KU>(mr, np, x, ldx, w, pstride, kc, y, ldy, bias, ystride);
+      return float_panel_tile_edge<L, MR - 1, NP>(mr, np, x, ldx, w, pstride, kc, y, ldy, bias, ystride);
     }
   }
   if constexpr (NP > 1) {
     if (np < NP) {
-      return float_panel_tile_edge<L, MR, NP - 1, KU>(mr, np, x, ldx, w, pstride, kc, y, ldy, bias, ystride);
+      return float_panel_tile_edge<L, MR, NP - 1>(mr, np, x, ldx, w, pstride, kc, y, ldy, bias, ystride);
     }
   }
-  float_panel_tile<L, MR, NP, KU>(x, ldx, w, pstride, kc, y, ldy, bias, ystride);
+  float_panel_tile<L, MR, NP>(x, ldx, w, pstride, kc, y, ldy, bias, ystride);
 }
 
-// Decode-sized calls (m < kMinTileRows) run each row alone over kDecodePanels panels with one
-// accumulator set, so each output is the same FMA chain over k as in the tiles of larger calls
-// and a row gets the same bits alone as in a batch (split sets would sum k in another order). The panels are read as four long streams, one
-// per quarter of the matrix: a task's panels lie a quarter apart, so a thread's consecutive
-// tasks continue each stream, and the prefetch ahead of a panel's end lands in the panel that
-// the stream reads next. (Tasks of four adjacent panels restart four streams every task: at
-// k = 2048 that streamed 15-25% slower.) Larger calls run 6 x 2 tiles over all of k: a task is
-// one panel pair, converted to float once into per-thread scratch (k x 64 bytes, kept in L2),
-// against every row of x, so the tiles' inner loop is loads, broadcasts and FMAs only.
+// Decode-sized calls (m < kMinTileRows) run each row alone over kDecodePanels panels. Each
+// output is the same FMA chain over k as in the tiles of larger calls, so a row gets the same bits
+// alone as in a batch (accumulators split over k would sum it in another order). The panels are
+// read as four long streams, one per quarter of the matrix: a task's panels lie a quarter apart,
+// so a thread's consecutive tasks continue each stream, and the prefetch ahead of a panel's end
+// lands in the panel that the stream reads next. (Tasks of four adjacent panels restart four
+// streams every task: at k = 2048 that streamed 15-25% slower.) Larger calls run 6 x 2 tiles over
+// all of k: a task is one panel pair, converted to float once into per-thread scratch (k x 64
+// bytes, kept in L2), against every row of x, so the tiles' inner loop is loads, broadcasts and
+// FMAs only.
 constexpr int64_t kMinTileRows = 4;
 constexpr int kDecodePanels = 4;
-constexpr int kDecodeSets = 1;
 constexpr int kTileRows = 6;
 constexpr int kTilePanels = 2;
 
@@ -187,7 +166,7 @@ void matmul_float_panel(const float* x, int64_t m, int64_t k, const std::byte* w
       const std::byte* wb = w + static_cast<size_t>(t) * panel_bytes;
       const float* bb = bias != nullptr ? bias + t * kPanel : nullptr;
       for (int64_t i = i0; i < i1; ++i) {
-        float_panel_tile_edge<L, 1, kDecodePanels, kDecodeSets>(1, np, x + i * k, k, wb, q * panel_bytes, k,
+        float_panel_tile_edge<L, 1, kDecodePanels>(1, np, x + i * k, k, wb, q * panel_bytes, k,
                                                                 y + i * n + t * kPanel, n, bb, q * kPanel);
       }
     });
@@ -212,7 +191,7 @@ void matmul_float_panel(const float* x, int64_t m, int64_t k, const std::byte* w
     const float* bb = bias != nullptr ? bias + j0 : nullptr;
     for (int64_t i = i0; i < i1; i += kTileRows) {
       const int mr = static_cast<int>(std::min<int64_t>(kTileRows, i1 - i));
-      float_panel_tile_edge<PanelF32, kTileRows, kTilePanels, 1>(mr, np, x + i * k, k, f32, f32_panel_bytes, k,
+      float_panel_tile_edge<PanelF32, kTileRows, kTilePanels>(mr, np, x + i * k, k, f32, f32_panel_bytes, k,
                                                                  y + i * n + j0, n, bb);
     }
   });

@@ -37,7 +37,12 @@ class BatchInvarianceTest : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(BatchInvarianceTest, LogitsAreTheSameBitsWhicheverWayThePromptIsFed) {
   const Variant v = GetParam();
-  cpu::cpu_set_threads(2);
+  // Two threads, so that work is split as when serving; the process's setting comes back after.
+  struct Threads {
+    int saved = cpu::cpu_threads();
+    Threads() { cpu::cpu_set_threads(2); }
+    ~Threads() { cpu::cpu_set_threads(saved); }
+  } threads;
   const std::string path =
       (fs::temp_directory_path() / ("kiln_invariance_" + std::to_string(getpid()) + "_" + v.name + ".kiln")).string();
   cpu::CpuKernelTuner tuner(cpu::isa_active());
