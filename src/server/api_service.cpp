@@ -169,12 +169,8 @@ ApiService::Reply ApiService::submit(GenerationPlan plan, std::unique_ptr<Respon
   return reply;
 }
 
-void ApiService::finish(AccessLogEntry& entry, const GenerationJob* job) {
-  if (job) {
-    entry.completion_tokens = job->usage().completion_tokens;
-    if (job->usage().prompt_tokens > 0) entry.prompt_tokens = job->usage().prompt_tokens;
-    if (job->error()) entry.error = job->error()->message;
-  }
+void ApiService::finish(AccessLogEntry& entry, const Job* job) {
+  if (job) job->describe(entry);
   metrics_.record_http(entry.endpoint, entry.status);
   write_access_log(entry);
 }

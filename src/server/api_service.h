@@ -20,25 +20,20 @@
 #include "server/http_message.h"
 #include "server/router.h"
 #include "server/served_model.h"
+#include "server/service.h"
 #include "server/server_config.h"
 #include "server/server_metrics.h"
 
 namespace kiln::server {
 
-class ApiService {
+class ApiService : public Service {
  public:
   ApiService(const ServedModel& model, llm::ServingEngine& engine, ServerMetrics& metrics, const ServerConfig& config)
       : model_(model), engine_(engine), metrics_(metrics), config_(config) {}
 
-  struct Reply {
-    HttpResponse response;               // the answer, when there is no job
-    std::unique_ptr<GenerationJob> job;  // a generation in flight: the transport drives it
-    AccessLogEntry log;                  // filled in as far as the service knows it
-  };
-  Reply handle(const HttpRequest& request, const std::string& request_id, std::string remote);
-
+  Reply handle(const HttpRequest& request, const std::string& request_id, std::string remote) override;
   // Records a finished exchange (status sent, duration) in metrics and the access log.
-  void finish(AccessLogEntry& entry, const GenerationJob* job);
+  void finish(AccessLogEntry& entry, const Job* job) override;
 
   // Readiness: false while starting and once shutdown begins (then generation requests get 503).
   void set_ready(bool ready) { ready_.store(ready); }

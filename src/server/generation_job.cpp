@@ -127,4 +127,10 @@ void GenerationJob::on_event(size_t s, llm::RequestEvent& e, Output& out) {
   }
 }
 
+void GenerationJob::describe(AccessLogEntry& entry) const {
+  entry.completion_tokens = usage_.completion_tokens;
+  if (usage_.prompt_tokens > 0) entry.prompt_tokens = usage_.prompt_tokens;
+  if (error_) entry.error = error_->message;
+}
+
 }  // namespace kiln::server

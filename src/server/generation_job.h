@@ -18,29 +18,26 @@
 #include "llm/serving/request_queue.h"
 #include "server/generation_plan.h"
 #include "server/http_message.h"
+#include "server/job.h"
 #include "server/response_format.h"
 #include "server/server_metrics.h"
 
 namespace kiln::server {
 
-class GenerationJob {
+class GenerationJob : public Job {
  public:
   using Clock = std::chrono::steady_clock;
   GenerationJob(GenerationPlan plan, std::unique_ptr<ResponseFormat> format,
                 std::vector<std::shared_ptr<llm::ResponseStream>> streams, ServerMetrics* metrics, Clock::time_point start);
   ~GenerationJob();  // cancels streams that have not ended and drops the notifiers
 
-  void set_notifier(const std::function<void()>& notify);
+  // Output::done: every stream has ended (or one failed).
+  void set_notifier(const std::function<void()>& notify) override;
+  Output poll() override;
+  void cancel() override;
+  bool streaming() const override { return plan_.stream; }
+  void describe(AccessLogEntry& entry) const override;
 
-  struct Output {
-    std::string data;                      // streaming: event text to send now (may be empty)
-    bool done = false;                     // every stream has ended (or one failed)
-    std::optional<HttpResponse> response;  // not streaming, once done: the whole response
-  };
-  Output poll();
-  void cancel();
-
-  bool streaming() const { return plan_.stream; }
   const GenerationPlan& plan() const { return plan_; }
   const llm::RequestUsage& usage() const { return usage_; }
   const std::optional<ApiError>& error() const { return error_; }

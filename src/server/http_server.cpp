@@ -59,7 +59,7 @@ struct ActiveCount {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, ApiService& service, const ServerConfig& config, ActiveCount& active)
+  Session(tcp::socket socket, Service& service, const ServerConfig& config, ActiveCount& active)
       : stream_(std::move(socket)), timer_(stream_.get_executor()), service_(service), config_(config), active_(active) {
     beast::error_code ec;
     auto ep = stream_.socket().remote_endpoint(ec);
@@ -159,7 +159,7 @@ class Session : public std::enable_shared_from_this<Session> {
     head_ = msg.method() == http::verb::head;
     begin_exchange();
     const std::string id = request_id_for(req.header("x-request-id"));
-    ApiService::Reply reply = service_.handle(req, id, remote_);
+    Service::Reply reply = service_.handle(req, id, remote_);
     log_ = std::move(reply.log);
     if (!reply.job) return write_response(std::move(reply.response));
     job_ = std::move(reply.job);
@@ -216,7 +216,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // job's last event finds it done again. Only the first answer is written.
   void on_job_events() {
     if (!job_ || job_answered_) return;
-    GenerationJob::Output out = job_->poll();
+    Job::Output out = job_->poll();
     if (out.done) job_answered_ = true;
     if (job_->streaming()) {
       pending_ += out.data;
@@ -356,7 +356,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   net::steady_timer timer_;
-  ApiService& service_;
+  Service& service_;
   const ServerConfig& config_;
   ActiveCount& active_;
   std::string remote_;
@@ -366,7 +366,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::response_serializer<http::string_body>> empty_serializer_;
   std::optional<http::response<http::empty_body>> sse_head_;
   std::optional<http::response_serializer<http::empty_body>> sse_serializer_;
-  std::unique_ptr<GenerationJob> job_;
+  std::unique_ptr<Job> job_;
   std::atomic<bool> poll_scheduled_{false};
   AccessLogEntry log_;
   Clock::time_point start_, read_started_;
@@ -380,7 +380,7 @@ class Session : public std::enable_shared_from_this<Session> {
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(ApiService& s, const ServerConfig& c)
+  Impl(Service& s, const ServerConfig& c)
       : service(s), config(c), ioc(c.network_threads), acceptor(net::make_strand(ioc)), signals(ioc, SIGINT, SIGTERM) {}
 
   void accept() {
@@ -394,7 +394,7 @@ struct HttpServer::Impl {
     });
   }
 
-  ApiService& service;
+  Service& service;
   const ServerConfig& config;
   net::io_context ioc;
   tcp::acceptor acceptor;
@@ -405,7 +405,7 @@ struct HttpServer::Impl {
   int port = 0;
 };
 
-HttpServer::HttpServer(ApiService& service, const ServerConfig& config) : impl_(std::make_unique<Impl>(service, config)) {}
+HttpServer::HttpServer(Service& service, const ServerConfig& config) : impl_(std::make_unique<Impl>(service, config)) {}
 
 HttpServer::~HttpServer() { stop(); }
 

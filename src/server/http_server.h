@@ -1,12 +1,12 @@
 // HttpServer: the transport. HTTP/1.1 with keep-alive on Boost.Beast/Asio: an acceptor and one
 // session per connection, each on its own strand, run by `network_threads` threads that never
 // wait for a model step. A session reads one request (header and body limits: 431 and 413; a
-// request that does not arrive whole within the request timeout: 408), asks the ApiService for
-// the reply, and writes it; a generation reply is driven by its GenerationJob, whose engine
+// request that does not arrive whole within the request timeout: 408), asks the Service for
+// the reply, and writes it; a reply in the making is driven by its Job, whose
 // notifier posts to the session's strand. Streaming replies are chunked server-sent events.
 // A client that goes away mid-generation has its requests cancelled.
 //
-// Lifetime: the ApiService and config outlive the server. start() binds and starts the threads;
+// Lifetime: the Service and config outlive the server. start() binds and starts the threads;
 // stop_accepting() closes the listener (running exchanges go on); stop() ends every thread.
 #pragma once
 
@@ -14,14 +14,14 @@
 #include <string>
 
 #include "base/status.h"
-#include "server/api_service.h"
+#include "server/service.h"
 #include "server/server_config.h"
 
 namespace kiln::server {
 
 class HttpServer {
  public:
-  HttpServer(ApiService& service, const ServerConfig& config);
+  HttpServer(Service& service, const ServerConfig& config);
   ~HttpServer();
 
   // Binds host:port and starts the network threads.
