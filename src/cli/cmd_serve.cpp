@@ -1,11 +1,15 @@
 // kiln serve [ENGINE] [--host H] [--port P] [--api-key KEY | --api-key-file F] [...]
+// kiln serve --model-repository DIR [--engine-cache-dir D] [--host H] [--port P] [...]
 // The HTTP server: OpenAI- and KServe-compatible endpoints over one continuously batched
-// ServingEngine. With no ENGINE it serves the bundled demo model (cli/demo_engine.h).
+// ServingEngine. With no ENGINE it serves the bundled demo model (cli/demo_engine.h). With
+// --model-repository it serves the general models of a Triton-style repository instead (KServe
+// infer with dynamic batching, server/repository/).
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <condition_variable>
 #include <csignal>
+#include <cstdlib>
 #include <exception>
 #include <cstdio>
 #include <filesystem>
@@ -22,6 +26,8 @@
 #include "llm/serving/engine.h"
 #include "server/api_service.h"
 #include "server/http_server.h"
+#include "server/repository/model_repository.h"
+#include "server/repository/repository_service.h"
 #include "server/served_model.h"
 #include "server/server_metrics.h"
 
@@ -33,6 +39,7 @@ namespace fs = std::filesystem;
 struct ServeArgs {
   std::string engine, host = "127.0.0.1", api_key, api_key_file, served_model_name, kv_cache_memory, chat_template;
   std::string kv_cache_dtype = "fp32";
+  std::string model_repository, engine_cache_dir;
   int port = 8000, threads = 0;
   double gpu_memory_fraction = 0.0;  // 0: not given
   int64_t max_num_seqs = 64, max_batch_tokens = 0, max_queue = 256;
@@ -94,6 +101,74 @@ Expected<std::string> read_text_file(const std::string& path, const char* what) 
   return ss.str();
 }
 
+// Waits for SIGINT or SIGTERM on the server's signal handler; returns the signal.
+int wait_for_signal(server::HttpServer& http) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int signal_seen = 0;
+  http.on_signal([&](int sig) {
+    std::lock_guard lock(mu);
+    signal_seen = sig;
+    cv.notify_all();
+  });
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return signal_seen != 0; });
+  return signal_seen;
+}
+
+std::string default_engine_cache_dir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && *xdg != '\0') return std::string(xdg) + "/kiln/engines";
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr && *home != '\0' ? home : ".") + "/.cache/kiln/engines";
+}
+
+// kiln serve --model-repository DIR: the general models of a Triton-style repository.
+int run_serve_repository(const ServeArgs& a, const server::ServerConfig& config) {
+  if (!a.engine.empty()) return fail(invalid_argument("give an ENGINE or --model-repository, not both"));
+  std::error_code ec;
+  if (!fs::is_directory(a.model_repository, ec)) {
+    return fail(not_found("--model-repository '" + a.model_repository + "' is not a directory"));
+  }
+  server::RepositoryMetrics metrics;
+  server::ModelRepository::Options options;
+  options.root = a.model_repository;
+  options.cache_dir = a.engine_cache_dir.empty() ? default_engine_cache_dir() : a.engine_cache_dir;
+  options.threads = a.threads;
+  options.max_queue = static_cast<size_t>(a.max_queue);
+  options.log = [](const std::string& line) {
+    std::fprintf(stderr, "kiln serve: %s\n", line.c_str());
+    std::fflush(stderr);
+  };
+  server::ModelRepository repository(options, metrics);
+  repository.load_all();
+  server::RepositoryService service(repository, metrics, config);
+  server::HttpServer http(service, config);
+  if (Status s = http.start(); !s) return fail(s);
+  service.set_ready(true);
+  int ready = 0, total = 0;
+  for (const auto& e : repository.index()) {
+    ++total;
+    ready += e.state == "READY";
+  }
+  const std::string base = "http://" + (config.host.find(':') != std::string::npos ? "[" + config.host + "]" : config.host) +
+                           ":" + std::to_string(http.port());
+  std::printf("kiln serve: model repository %s ready on %s (%d of %d models READY; KServe /v2, /metrics)\n",
+              a.model_repository.c_str(), base.c_str(), ready, total);
+  std::printf("try: curl -X POST %s/v2/repository/index%s\n", base.c_str(),
+              config.api_key.empty() ? "" : " -H \"Authorization: Bearer $KEY\"");
+  std::fflush(stdout);
+  const int sig = wait_for_signal(http);
+  std::fprintf(stderr, "kiln serve: %s received; finishing running requests (up to %.0f s)\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", config.shutdown_grace_s);
+  service.set_ready(false);
+  http.stop_accepting();
+  http.wait_idle(config.shutdown_grace_s);
+  http.stop();
+  std::fprintf(stderr, "kiln serve: stopped\n");
+  return 0;
+}
+
 int run_serve(ServeArgs a) {
   // Configuration first: every flag is checked before anything heavy happens.
   server::ServerConfig config;
@@ -115,11 +190,12 @@ int run_serve(ServeArgs a) {
     config.api_key = k;
   }
   if (Status s = server::validate_server_config(config); !s) return fail(s);
+  if (a.max_queue < 1) return fail(invalid_argument("--max-queue must be at least 1"));
+  if (a.threads < 0) return fail(invalid_argument("--threads must be >= 0 (0: all cores)"));
+  if (!a.model_repository.empty()) return run_serve_repository(a, config);
   llm::ServingOptions options;
   if (a.max_num_seqs < 1 || a.max_num_seqs > 4096) return fail(invalid_argument("--max-num-seqs must be in [1, 4096]"));
   if (a.max_batch_tokens < 0) return fail(invalid_argument("--max-batch-tokens must be >= 0 (0: the engine's limit)"));
-  if (a.max_queue < 1) return fail(invalid_argument("--max-queue must be at least 1"));
-  if (a.threads < 0) return fail(invalid_argument("--threads must be >= 0 (0: all cores)"));
   options.max_num_seqs = a.max_num_seqs;
   options.max_batch_tokens = a.max_batch_tokens;
   options.max_queue = static_cast<size_t>(a.max_queue);
@@ -174,14 +250,6 @@ int run_serve(ServeArgs a) {
   (*engine)->set_step_observer([&metrics](double seconds, int64_t) { metrics.record_step(seconds); });
   server::ApiService service(*served, **engine, metrics, config);
   server::HttpServer http(service, config);
-  std::mutex mu;
-  std::condition_variable cv;
-  int signal_seen = 0;
-  http.on_signal([&](int sig) {
-    std::lock_guard lock(mu);
-    signal_seen = sig;
-    cv.notify_all();
-  });
   if (Status s = http.start(); !s) return fail(s);
   service.set_ready(true);
   const std::string base = "http://" + (config.host.find(':') != std::string::npos ? "[" + config.host + "]" : config.host) +
@@ -191,10 +259,7 @@ int run_serve(ServeArgs a) {
               base.c_str(), config.api_key.empty() ? "" : " -H \"Authorization: Bearer $KEY\"", name.c_str());
   std::fflush(stdout);
 
-  {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return signal_seen != 0; });
-  }
+  const int signal_seen = wait_for_signal(http);
   std::fprintf(stderr, "kiln serve: %s received; finishing running requests (up to %.0f s)\n",
                signal_seen == SIGINT ? "SIGINT" : "SIGTERM", config.shutdown_grace_s);
   service.set_ready(false);
@@ -213,6 +278,11 @@ CommandFn add_serve_command(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve an engine over HTTP: OpenAI- and KServe-compatible, with /metrics");
   cmd->add_option("engine", args->engine, "engine file (default: the bundled demo model, compiled once)");
+  cmd->add_option("--model-repository", args->model_repository,
+                  "serve the general (ONNX) models of a Triton-style repository: DIR/NAME/config.pbtxt and "
+                  "DIR/NAME/VERSION/model.onnx or model.kiln (KServe v2 infer, dynamic batching)");
+  cmd->add_option("--engine-cache-dir", args->engine_cache_dir,
+                  "where --model-repository keeps the engines it compiles from ONNX (default: ~/.cache/kiln/engines)");
   cmd->add_option("--host", args->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "port (0: any free port, printed when ready)")->capture_default_str();
   cmd->add_option("--api-key", args->api_key, "require 'Authorization: Bearer KEY' (health endpoints stay open)");

@@ -22,6 +22,7 @@ constexpr Fixed kFixed[] = {
     {"/v2/health/live", "GET", Endpoint::kLive, "health_live", true},
     {"/v2/health/ready", "GET", Endpoint::kReady, "health_ready", true},
     {"/v2", "GET", Endpoint::kServerMetadata, "server_metadata", true},
+    {"/v2/repository/index", "POST", Endpoint::kRepositoryIndex, "repository_index", false},
 };
 
 Route matched(Endpoint e, std::string_view name, bool open, std::string model = {}) {
@@ -64,17 +65,36 @@ Route route_request(std::string_view method, std::string_view path) {
     std::string model(rest.substr(0, slash));
     std::string_view tail = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
     // KServe's versioned paths: /v2/models/{m}/versions/{v}/...
+    std::string version;
     if (tail.starts_with("/versions/")) {
       const size_t next = tail.find('/', 10);
+      version = std::string(tail.substr(10, next == std::string_view::npos ? std::string_view::npos : next - 10));
       tail = next == std::string_view::npos ? std::string_view() : tail.substr(next);
+      if (version.empty()) {
+        Route none;
+        none.status = 404;
+        return none;
+      }
     }
+    auto with_version = [&](Route r) {
+      r.version = version;
+      return r;
+    };
     if (tail.empty()) {
       if (m != "GET") return wrong_method("GET", "model_metadata");
-      return matched(Endpoint::kModelMetadata, "model_metadata", true, model);
+      return with_version(matched(Endpoint::kModelMetadata, "model_metadata", true, model));
     }
     if (tail == "/ready") {
       if (m != "GET") return wrong_method("GET", "model_ready");
-      return matched(Endpoint::kModelReady, "model_ready", true, model);
+      return with_version(matched(Endpoint::kModelReady, "model_ready", true, model));
+    }
+    if (tail == "/config") {
+      if (m != "GET") return wrong_method("GET", "model_config");
+      return with_version(matched(Endpoint::kModelConfig, "model_config", false, model));
+    }
+    if (tail == "/infer") {
+      if (m != "POST") return wrong_method("POST", "infer");
+      return with_version(matched(Endpoint::kInfer, "infer", false, model));
     }
     if (tail == "/generate") {
       if (m != "POST") return wrong_method("POST", "generate");
@@ -83,6 +103,22 @@ Route route_request(std::string_view method, std::string_view path) {
     if (tail == "/generate_stream") {
       if (m != "POST") return wrong_method("POST", "generate_stream");
       return matched(Endpoint::kGenerateStream, "generate_stream", false, model);
+    }
+  }
+  // The repository extension: /v2/repository/models/{m}/load and /unload.
+  constexpr std::string_view repository_models = "/v2/repository/models/";
+  if (path.starts_with(repository_models)) {
+    std::string_view rest = path.substr(repository_models.size());
+    const size_t slash = rest.find('/');
+    if (slash != std::string_view::npos && slash > 0) {
+      const std::string_view action = rest.substr(slash);
+      const std::string model(rest.substr(0, slash));
+      if (action == "/load" || action == "/unload") {
+        const bool load = action == "/load";
+        const std::string_view name = load ? "repository_load" : "repository_unload";
+        if (m != "POST") return wrong_method("POST", name);
+        return matched(load ? Endpoint::kRepositoryLoad : Endpoint::kRepositoryUnload, name, false, model);
+      }
     }
   }
   Route r;

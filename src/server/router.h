@@ -12,12 +12,14 @@ namespace kiln::server {
 enum class Endpoint {
   kCompletions, kChat, kModels, kModel, kTokenize, kDetokenize, kMetrics, kHealth,
   kLive, kReady, kServerMetadata, kModelMetadata, kModelReady, kGenerate, kGenerateStream,
+  kModelConfig, kInfer, kRepositoryIndex, kRepositoryLoad, kRepositoryUnload,
   kNone,  // no route: see Route::status
 };
 
 struct Route {
   Endpoint endpoint = Endpoint::kNone;
-  std::string model;         // the {m} of /v2/models/{m}/... and /v1/models/{id}
+  std::string model;         // the {m} of /v2/models/{m}/..., /v2/repository/models/{m}/... and /v1/models/{id}
+  std::string version;       // the {v} of /v2/models/{m}/versions/{v}/... ("" when not given)
   int status = 200;          // 404 or 405 when endpoint is kNone
   std::string allow;         // 405: the allowed methods
   bool open = false;         // served without an API key

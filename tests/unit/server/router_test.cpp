@@ -28,6 +28,26 @@ TEST(Router, KnownRoutes) {
   EXPECT_EQ(route_request("GET", "/v2/models/demo/ready").endpoint, Endpoint::kModelReady);
 }
 
+TEST(Router, ModelRepositoryRoutes) {
+  Route infer = route_request("POST", "/v2/models/cls/versions/3/infer");
+  EXPECT_EQ(infer.endpoint, Endpoint::kInfer);
+  EXPECT_EQ(infer.model, "cls");
+  EXPECT_EQ(infer.version, "3");
+  EXPECT_FALSE(infer.open);
+  EXPECT_EQ(route_request("POST", "/v2/models/cls/infer").version, "");
+  EXPECT_EQ(route_request("GET", "/v2/models/cls/config").endpoint, Endpoint::kModelConfig);
+  EXPECT_EQ(route_request("GET", "/v2/models/cls/versions/1").version, "1");
+  EXPECT_EQ(route_request("POST", "/v2/repository/index").endpoint, Endpoint::kRepositoryIndex);
+  Route load = route_request("POST", "/v2/repository/models/cls/load");
+  EXPECT_EQ(load.endpoint, Endpoint::kRepositoryLoad);
+  EXPECT_EQ(load.model, "cls");
+  EXPECT_EQ(route_request("POST", "/v2/repository/models/cls/unload").endpoint, Endpoint::kRepositoryUnload);
+  EXPECT_EQ(route_request("GET", "/v2/models/cls/infer").status, 405);
+  EXPECT_EQ(route_request("GET", "/v2/repository/models/cls/load").status, 405);
+  EXPECT_EQ(route_request("POST", "/v2/repository/models//load").status, 404);
+  EXPECT_EQ(route_request("POST", "/v2/models/cls/versions//infer").status, 404);
+}
+
 TEST(Router, HealthIsOpenAndGenerationIsNot) {
   EXPECT_TRUE(route_request("GET", "/v2/health/live").open);
   EXPECT_TRUE(route_request("GET", "/v2/health/ready").open);
