@@ -9,6 +9,7 @@ packages=(
   clang libclang-rt-14-dev
   libpcre2-dev libutf8proc-dev libsentencepiece-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
+  libgrpc++-dev protobuf-compiler-grpc
   python3 python3-sentencepiece python3-jinja2
   libboost-dev curl prometheus
 )

@@ -26,6 +26,7 @@
 #include "llm/serving/engine.h"
 #include "server/api_service.h"
 #include "server/http_server.h"
+#include "server/repository/grpc_server.h"
 #include "server/repository/model_repository.h"
 #include "server/repository/repository_service.h"
 #include "server/served_model.h"
@@ -40,6 +41,7 @@ struct ServeArgs {
   std::string engine, host = "127.0.0.1", api_key, api_key_file, served_model_name, kv_cache_memory, chat_template;
   std::string kv_cache_dtype = "fp32";
   std::string model_repository, engine_cache_dir;
+  int grpc_port = 8001;
   int port = 8000, threads = 0;
   double gpu_memory_fraction = 0.0;  // 0: not given
   int64_t max_num_seqs = 64, max_batch_tokens = 0, max_queue = 256;
@@ -130,6 +132,7 @@ int run_serve_repository(const ServeArgs& a, const server::ServerConfig& config)
   if (!fs::is_directory(a.model_repository, ec)) {
     return fail(not_found("--model-repository '" + a.model_repository + "' is not a directory"));
   }
+  if (a.grpc_port < -1 || a.grpc_port > 65535) return fail(invalid_argument("--grpc-port must be a port, 0 (any) or -1 (none)"));
   server::RepositoryMetrics metrics;
   server::ModelRepository::Options options;
   options.root = a.model_repository;
@@ -145,6 +148,17 @@ int run_serve_repository(const ServeArgs& a, const server::ServerConfig& config)
   server::RepositoryService service(repository, metrics, config);
   server::HttpServer http(service, config);
   if (Status s = http.start(); !s) return fail(s);
+  std::unique_ptr<server::GrpcServer> grpc;
+  if (a.grpc_port >= 0) {
+    server::GrpcServer::Options go;
+    go.host = config.host;
+    go.port = a.grpc_port;
+    go.api_key = config.api_key;
+    go.max_message_bytes = config.max_body_bytes;
+    grpc = std::make_unique<server::GrpcServer>(repository, metrics, go);
+    if (Status s = grpc->start(); !s) return fail(s);
+    grpc->set_ready(true);
+  }
   service.set_ready(true);
   int ready = 0, total = 0;
   for (const auto& e : repository.index()) {
@@ -153,8 +167,12 @@ int run_serve_repository(const ServeArgs& a, const server::ServerConfig& config)
   }
   const std::string base = "http://" + (config.host.find(':') != std::string::npos ? "[" + config.host + "]" : config.host) +
                            ":" + std::to_string(http.port());
-  std::printf("kiln serve: model repository %s ready on %s (%d of %d models READY; KServe /v2, /metrics)\n",
-              a.model_repository.c_str(), base.c_str(), ready, total);
+  const std::string grpc_address =
+      grpc ? ", gRPC " + (config.host.find(':') != std::string::npos ? "[" + config.host + "]" : config.host) + ":" +
+                 std::to_string(grpc->port())
+           : std::string();
+  std::printf("kiln serve: model repository %s ready on %s%s (%d of %d models READY; KServe v2, /metrics)\n",
+              a.model_repository.c_str(), base.c_str(), grpc_address.c_str(), ready, total);
   std::printf("try: curl -X POST %s/v2/repository/index%s\n", base.c_str(),
               config.api_key.empty() ? "" : " -H \"Authorization: Bearer $KEY\"");
   std::fflush(stdout);
@@ -163,6 +181,7 @@ int run_serve_repository(const ServeArgs& a, const server::ServerConfig& config)
                sig == SIGINT ? "SIGINT" : "SIGTERM", config.shutdown_grace_s);
   service.set_ready(false);
   http.stop_accepting();
+  if (grpc) grpc->stop(config.shutdown_grace_s);
   http.wait_idle(config.shutdown_grace_s);
   http.stop();
   std::fprintf(stderr, "kiln serve: stopped\n");
@@ -281,6 +300,8 @@ CommandFn add_serve_command(CLI::App& app) {
   cmd->add_option("--model-repository", args->model_repository,
                   "serve the general (ONNX) models of a Triton-style repository: DIR/NAME/config.pbtxt and "
                   "DIR/NAME/VERSION/model.onnx or model.kiln (KServe v2 infer, dynamic batching)");
+  cmd->add_option("--grpc-port", args->grpc_port,
+                  "--model-repository: KServe v2 gRPC port (0: any free port, -1: no gRPC)")->capture_default_str();
   cmd->add_option("--engine-cache-dir", args->engine_cache_dir,
                   "where --model-repository keeps the engines it compiles from ONNX (default: ~/.cache/kiln/engines)");
   cmd->add_option("--host", args->host, "address to listen on")->capture_default_str();

@@ -140,6 +140,64 @@ std::optional<ApiError> check_shape(const std::string& field, const std::vector<
 
 }  // namespace
 
+ApiResult<const ConfigTensor*> infer_check_input(const ModelConfig& config, const std::string& field, const std::string& name,
+                                                 const std::string& datatype, const std::vector<int64_t>& shape,
+                                                 const std::map<std::string, ir::Tensor>& earlier) {
+  const ConfigTensor* spec = nullptr;
+  for (const ConfigTensor& t : config.inputs) {
+    if (t.name == name) spec = &t;
+  }
+  if (spec == nullptr) {
+    std::string names;
+    for (const ConfigTensor& t : config.inputs) names += (names.empty() ? "'" : ", '") + t.name + "'";
+    return ApiError::bad_field(field + ".name", "model '" + config.name + "' has no input '" + name + "' (its inputs: " + names + ")");
+  }
+  if (earlier.count(name)) return ApiError::bad_field(field + ".name", "input '" + name + "' is given twice");
+  auto dtype = dtype_from_kserve(datatype);
+  if (!dtype || *dtype != spec->dtype) {
+    return ApiError::bad_field(field + ".datatype", "input '" + name + "' has datatype " + datatype + "; the model takes " +
+                                                        kserve_datatype(spec->dtype));
+  }
+  int64_t count = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || d > (int64_t{1} << 40)) return ApiError::bad_field(field + ".shape", "input '" + name + "': 'shape' must hold sizes >= 0");
+    count = d == 0 ? 0 : (count > (int64_t{1} << 40) / d ? (int64_t{1} << 41) : count * d);
+  }
+  if (count > (int64_t{1} << 40)) return ApiError::bad_field(field + ".shape", "input '" + name + "' is too large");
+  if (auto e = check_shape(field + ".shape", shape, *spec, config.max_batch_size)) return *e;
+  return spec;
+}
+
+ApiResult<int64_t> infer_check_complete(const ModelConfig& config, const std::map<std::string, ir::Tensor>& inputs) {
+  for (const ConfigTensor& t : config.inputs) {
+    if (!inputs.count(t.name)) return ApiError::bad_field("inputs", "input '" + t.name + "' is missing");
+  }
+  if (config.max_batch_size == 0) return int64_t{1};
+  std::optional<int64_t> batch;
+  std::string first;
+  for (const ConfigTensor& t : config.inputs) {
+    const int64_t b = inputs.at(t.name).shape().at(0);
+    if (batch && *batch != b) {
+      return ApiError::bad_field("inputs", "input '" + t.name + "' has a batch of " + std::to_string(b) + "; input '" + first +
+                                               "' has " + std::to_string(*batch));
+    }
+    batch = b;
+    first = t.name;
+  }
+  return batch.value_or(1);
+}
+
+std::optional<ApiError> infer_check_output(const ModelConfig& config, const std::string& field, const std::string& name,
+                                           const std::vector<InferOutputChoice>& earlier) {
+  bool known = false;
+  for (const ConfigTensor& t : config.outputs) known = known || t.name == name;
+  if (!known) return ApiError::bad_field(field + ".name", "model '" + config.name + "' has no output '" + name + "'");
+  for (const InferOutputChoice& c : earlier) {
+    if (c.name == name) return ApiError::bad_field(field + ".name", "output '" + name + "' is asked twice");
+  }
+  return std::nullopt;
+}
+
 ApiResult<InferRequest> parse_infer_request(std::string_view body, std::optional<size_t> header_length,
                                             const ModelConfig& config) {
   std::string_view header = body, binary;
@@ -174,7 +232,6 @@ ApiResult<InferRequest> parse_infer_request(std::string_view body, std::optional
     return ApiError::bad_field("inputs", "'inputs' must be a non-empty array of tensors");
   }
   size_t binary_used = 0;
-  std::optional<int64_t> batch;
   const json& inputs = j["inputs"];
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::string field = "inputs[" + std::to_string(i) + "]";
@@ -182,47 +239,23 @@ ApiResult<InferRequest> parse_infer_request(std::string_view body, std::optional
     if (!in.is_object()) return ApiError::bad_field(field, field + " must be an object");
     if (!in.contains("name") || !in["name"].is_string()) return ApiError::bad_field(field + ".name", field + " needs a string 'name'");
     const std::string name = in["name"].get<std::string>();
-    const ConfigTensor* spec = nullptr;
-    for (const ConfigTensor& t : config.inputs) {
-      if (t.name == name) spec = &t;
-    }
-    if (spec == nullptr) {
-      std::string names;
-      for (const ConfigTensor& t : config.inputs) names += (names.empty() ? "'" : ", '") + t.name + "'";
-      return ApiError::bad_field(field + ".name", "model '" + config.name + "' has no input '" + name + "' (its inputs: " + names + ")");
-    }
-    if (req.inputs.count(name)) return ApiError::bad_field(field + ".name", "input '" + name + "' is given twice");
     if (!in.contains("datatype") || !in["datatype"].is_string()) {
       return ApiError::bad_field(field + ".datatype", "input '" + name + "' needs a string 'datatype' (e.g. \"FP32\")");
     }
     const std::string datatype = in["datatype"].get<std::string>();
-    auto dtype = dtype_from_kserve(datatype);
-    if (!dtype || *dtype != spec->dtype) {
-      return ApiError::bad_field(field + ".datatype", "input '" + name + "' has datatype " + datatype + "; the model takes " +
-                                                          kserve_datatype(spec->dtype));
-    }
     if (!in.contains("shape") || !in["shape"].is_array()) {
       return ApiError::bad_field(field + ".shape", "input '" + name + "' needs a 'shape' array");
     }
     std::vector<int64_t> shape;
-    int64_t count = 1;
     for (const json& d : in["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 40)) {
-        return ApiError::bad_field(field + ".shape", "input '" + name + "': 'shape' must hold sizes >= 0");
-      }
+      if (!d.is_number_integer()) return ApiError::bad_field(field + ".shape", "input '" + name + "': 'shape' must hold sizes >= 0");
       shape.push_back(d.get<int64_t>());
-      count = shape.back() == 0 || count > (int64_t{1} << 40) / shape.back() ? (shape.back() == 0 ? 0 : int64_t{1} << 41)
-                                                                               : count * shape.back();
     }
-    if (count > (int64_t{1} << 40)) return ApiError::bad_field(field + ".shape", "input '" + name + "' is too large");
-    if (auto e = check_shape(field + ".shape", shape, *spec, config.max_batch_size)) return *e;
-    if (config.max_batch_size > 0) {
-      if (batch && *batch != shape[0]) {
-        return ApiError::bad_field(field + ".shape", "input '" + name + "' has a batch of " + std::to_string(shape[0]) +
-                                                         "; an earlier input has " + std::to_string(*batch));
-      }
-      batch = shape[0];
-    }
+    auto checked = infer_check_input(config, field, name, datatype, shape, req.inputs);
+    if (auto* e = std::get_if<ApiError>(&checked)) return *e;
+    const ir::DType* dtype = &std::get<const ConfigTensor*>(checked)->dtype;
+    int64_t count = 1;
+    for (int64_t d : shape) count *= d;
     const size_t bytes = static_cast<size_t>(count) * ir::dtype_size(*dtype);
     ir::Tensor t(*dtype, shape);
     std::optional<size_t> binary_size;
@@ -276,14 +309,12 @@ ApiResult<InferRequest> parse_infer_request(std::string_view body, std::optional
     return ApiError::bad_request("the body has " + std::to_string(binary.size() - binary_used) +
                                  " bytes after the inputs' binary data that no input claims");
   }
-  for (const ConfigTensor& t : config.inputs) {
-    if (!req.inputs.count(t.name)) return ApiError::bad_field("inputs", "input '" + t.name + "' is missing");
-  }
-  req.batch = batch.value_or(1);
+  auto batch = infer_check_complete(config, req.inputs);
+  if (auto* e = std::get_if<ApiError>(&batch)) return *e;
+  req.batch = std::get<int64_t>(batch);
   if (j.contains("outputs")) {
     const json& outs = j["outputs"];
     if (!outs.is_array()) return ApiError::bad_field("outputs", "'outputs' must be an array");
-    std::set<std::string> seen;
     for (size_t i = 0; i < outs.size(); ++i) {
       const std::string field = "outputs[" + std::to_string(i) + "]";
       const json& o = outs[i];
@@ -291,10 +322,7 @@ ApiResult<InferRequest> parse_infer_request(std::string_view body, std::optional
         return ApiError::bad_field(field + ".name", field + " needs a string 'name'");
       }
       InferOutputChoice choice{o["name"].get<std::string>(), binary_default};
-      bool known = false;
-      for (const ConfigTensor& t : config.outputs) known = known || t.name == choice.name;
-      if (!known) return ApiError::bad_field(field + ".name", "model '" + config.name + "' has no output '" + choice.name + "'");
-      if (!seen.insert(choice.name).second) return ApiError::bad_field(field + ".name", "output '" + choice.name + "' is asked twice");
+      if (auto e = infer_check_output(config, field, choice.name, req.outputs)) return *e;
       if (o.contains("parameters")) {
         const json& p = o["parameters"];
         if (!p.is_object()) return ApiError::bad_field(field + ".parameters", "'parameters' must be an object");

@@ -43,6 +43,18 @@ using TensorList = std::vector<std::pair<std::string, ir::Tensor>>;
 ApiResult<InferRequest> parse_infer_request(std::string_view body, std::optional<size_t> header_length,
                                             const ModelConfig& config);
 
+// The checks every wire form of a request shares (JSON here, protobuf in grpc_server.cpp).
+// One input's name, datatype and shape against the configuration: its spec, or the refusal
+// (`field` names it in the request, e.g. "inputs[1]").
+ApiResult<const ConfigTensor*> infer_check_input(const ModelConfig& config, const std::string& field, const std::string& name,
+                                                 const std::string& datatype, const std::vector<int64_t>& shape,
+                                                 const std::map<std::string, ir::Tensor>& earlier);
+// Once every input is read: none missing, one batch size among them (the request's batch).
+ApiResult<int64_t> infer_check_complete(const ModelConfig& config, const std::map<std::string, ir::Tensor>& inputs);
+// A requested output: known to the model and asked once.
+std::optional<ApiError> infer_check_output(const ModelConfig& config, const std::string& field, const std::string& name,
+                                           const std::vector<InferOutputChoice>& earlier);
+
 // The response to `request` from the model's `outputs` (all of them, by name).
 HttpResponse infer_response(const InferRequest& request, const TensorList& outputs, const std::string& model,
                             const std::string& version);

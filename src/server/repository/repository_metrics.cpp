@@ -12,6 +12,8 @@ const std::vector<double> kRowBuckets = {1, 2, 4, 8, 16, 32, 64, 128};
 RepositoryMetrics::RepositoryMetrics()
     : http_requests_(registry_.counter("kiln_http_requests_total", "HTTP requests answered, by endpoint and status.",
                                        {"endpoint", "status"})),
+      grpc_requests_(registry_.counter("kiln_grpc_requests_total", "gRPC calls answered, by method and status code.",
+                                       {"method", "code"})),
       requests_(registry_.counter("kiln_infer_requests_total", "Inference requests that reached a model, by outcome.",
                                   {"model", "outcome"})),
       inferences_(registry_.counter("kiln_infer_inferences_total",
@@ -28,6 +30,10 @@ RepositoryMetrics::RepositoryMetrics()
 
 void RepositoryMetrics::record_http(std::string_view endpoint, int status) {
   http_requests_.add({std::string(endpoint), std::to_string(status)}, 1);
+}
+
+void RepositoryMetrics::record_grpc(std::string_view method, std::string_view code) {
+  grpc_requests_.add({std::string(method), std::string(code)}, 1);
 }
 
 void RepositoryMetrics::record_request(const std::string& model, bool ok, double queue_seconds, double e2e_seconds) {

@@ -22,6 +22,8 @@ class RepositoryMetrics {
   // One batch a model instance ran: its requests, rows and run time.
   void record_batch(const std::string& model, int64_t requests, int64_t rows, double seconds);
   void set_ready(const std::string& model, bool ready);
+  // One finished gRPC call: its method and status code name ("OK", "INVALID_ARGUMENT", ...).
+  void record_grpc(std::string_view method, std::string_view code);
 
   std::string render() const { return registry_.render(); }
   MetricsRegistry& registry() { return registry_; }
@@ -29,6 +31,7 @@ class RepositoryMetrics {
  private:
   MetricsRegistry registry_;
   MetricFamily& http_requests_;
+  MetricFamily& grpc_requests_;
   MetricFamily& requests_;
   MetricFamily& inferences_;
   MetricFamily& executions_;

@@ -88,7 +88,7 @@ TEST(InferProtocol, RefusalsNameTheInput) {
        "input 'ids': element 0 (1.5) is not a INT64 value"},
       {R"({"inputs": [{"name": "x", "shape": [1, 2, 3], "datatype": "FP32", "data": [1,2,3,4,5,6]},
                       {"name": "ids", "shape": [2, 1], "datatype": "INT64", "data": [1, 2]}]})",
-       "input 'ids' has a batch of 2; an earlier input has 1"},
+       "input 'ids' has a batch of 2; input 'x' has 1"},
       {R"({"inputs": [{"name": "x", "shape": [1, 2, 3], "datatype": "FP32", "data": [1,2,3,4,5,6]}]})", "input 'ids' is missing"},
       {R"({"inputs": [{"name": "x", "shape": [1, 2, 3], "datatype": "FP32", "parameters": {"binary_data_size": 24}}]})",
        "no Inference-Header-Content-Length header"},
