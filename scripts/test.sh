@@ -29,7 +29,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset ci-a
 
 echo "== fuzzers (${fuzz_seconds}s each)"
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$jobs" --target fuzz_safetensors fuzz_engine fuzz_onnx
+cmake --build --preset fuzz -j "$jobs" --target fuzz_safetensors fuzz_engine fuzz_onnx fuzz_infer_request
 for f in build/fuzz/tests/fuzz/fuzz_*; do
   [ -x "$f" ] || continue
   name=$(basename "$f")

@@ -159,7 +159,20 @@ class Session : public std::enable_shared_from_this<Session> {
     head_ = msg.method() == http::verb::head;
     begin_exchange();
     const std::string id = request_id_for(req.header("x-request-id"));
-    Service::Reply reply = service_.handle(req, id, remote_);
+    Service::Reply reply;
+    try {
+      reply = service_.handle(req, id, remote_);
+    } catch (const std::exception& e) {
+      // A request the protocol code failed to refuse cleanly: answer 500, keep serving.
+      reply = Service::Reply{};
+      reply.log.request_id = id;
+      reply.log.method = req.method;
+      reply.log.path = std::string(req.path());
+      reply.log.remote = remote_;
+      reply.log.error = std::string("internal error: ") + e.what();
+      reply.response.status = 500;
+      reply.response.body = R"({"error": {"message": "internal error while handling the request", "type": "server_error"}})";
+    }
     log_ = std::move(reply.log);
     if (!reply.job) return write_response(std::move(reply.response));
     job_ = std::move(reply.job);

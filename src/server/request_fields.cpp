@@ -197,8 +197,8 @@ ApiResult<nlohmann::json> parse_json_object(const std::string& body) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
-    // The parser's own message says where and why (e.g. ill-formed UTF-8).
+  } catch (const nlohmann::json::exception& e) {
+    // The parser's own message says where and why (ill-formed UTF-8, a number that overflows).
     return ApiError::bad_request(std::string("the request body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) return ApiError::bad_request("the request body must be a JSON object");

@@ -264,7 +264,9 @@ TEST(OpenAiChat, ModelWithoutTemplateIsAClearError) {
 
 TEST(OpenAiBody, InvalidJsonAndInvalidUtf8AreRefused) {
   for (const std::string& body : {std::string("{"), std::string("[1, 2]"), std::string("\"text\""), std::string(""),
-                                 std::string("{\"prompt\": \"\xff\xfe\"}")}) {
+                                 std::string("{\"prompt\": \"\xff\xfe\"}"),
+                                 // a number beyond a double: the parser throws out_of_range, not parse_error
+                                 std::string("{\"max_tokens\": 7e777}")}) {
     auto r = parse_json_object(body);
     ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << body;
     EXPECT_EQ(std::get<ApiError>(r).status, 400);
