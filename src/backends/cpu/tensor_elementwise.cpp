@@ -217,8 +217,60 @@ int64_t int_binary(const ir::Node& n, int64_t a, int64_t b, bool is_unsigned) {
 
 bool is_unsigned(DType d) { return d == DType::kU8 || d == DType::kU16 || d == DType::kU32 || d == DType::kU64; }
 
+// y = op(full, part) where `full` has y's shape and `part` broadcasts to it (its dims, aligned
+// right, equal y's or are 1). y is cut at the longest run of innermost dims over which `part` is
+// either laid out as y is or one value; each block of that run is one vectorisable loop, and
+// `part`'s offset is found once per block. Per-channel ([1, C, 1, 1]) and per-feature ([D])
+// operands are single blocks of H x W or D elements.
+template <typename Op>
+void f32_broadcast_blocks(const float* full, const float* part, const ir::Shape& part_shape, const ir::Shape& shape,
+                          float* py, Op op) {
+  const size_t r = shape.size();
+  std::vector<int64_t> pd(r, 1);
+  for (size_t i = 0; i < part_shape.size(); ++i) pd[r - part_shape.size() + i] = part_shape[i];
+  size_t s = r;
+  bool same = true, one = true;
+  while (s > 0) {
+    const size_t d = s - 1;
+    const bool eq = pd[d] == shape[d], unit = pd[d] == 1;
+    if (!((same && eq) || (one && unit))) break;
+    same = same && eq;
+    one = one && unit;
+    --s;
+  }
+  int64_t inner = 1;
+  for (size_t d = s; d < r; ++d) inner *= shape[d];
+  int64_t outer = 1;
+  for (size_t d = 0; d < s; ++d) outer *= shape[d];
+  // part's stride in each outer dim (0 where it broadcasts).
+  std::vector<int64_t> stride(s, 0);
+  int64_t step = same ? inner : 1;
+  for (size_t d = s; d-- > 0;) {
+    stride[d] = pd[d] == 1 ? 0 : step;
+    step *= pd[d];
+  }
+#pragma omp parallel for schedule(static) if (outer * inner > (1 << 16) && outer > 1)
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t off = 0;
+    for (int64_t d = static_cast<int64_t>(s) - 1, rest = o; d >= 0; --d) {
+      off += (rest % shape[static_cast<size_t>(d)]) * stride[static_cast<size_t>(d)];
+      rest /= shape[static_cast<size_t>(d)];
+    }
+    const float* fo = full + o * inner;
+    float* yo = py + o * inner;
+    if (same) {
+      const float* po = part + off;
+      for (int64_t i = 0; i < inner; ++i) yo[i] = op(fo[i], po[i]);
+    } else {
+      const float v = part[off];
+      for (int64_t i = 0; i < inner; ++i) yo[i] = op(fo[i], v);
+    }
+  }
+}
+
 // y = op(a, b) in f32 for the four arithmetic ops real models are full of; false for other ops.
-// Broadcasting: equal shapes, a scalar side, or per-element offsets.
+// Broadcasting: equal shapes, one side broadcast to the other's shape (in blocks), or
+// per-element offsets when both sides broadcast.
 template <typename Op>
 void f32_binary(const Tensor& a, const Tensor& b, Tensor& y, Op op) {
   const float* pa = a.data<float>();
@@ -226,6 +278,7 @@ void f32_binary(const Tensor& a, const Tensor& b, Tensor& y, Op op) {
   float* py = y.mutable_data<float>();
   const int64_t count = y.numel();
   if (a.shape() == y.shape() && b.shape() == y.shape()) {
+#pragma omp parallel for schedule(static) if (count > (1 << 16))
     for (int64_t i = 0; i < count; ++i) py[i] = op(pa[i], pb[i]);
   } else if (a.shape() == y.shape() && b.numel() == 1) {
     const float s = pb[0];
@@ -233,6 +286,10 @@ void f32_binary(const Tensor& a, const Tensor& b, Tensor& y, Op op) {
   } else if (b.shape() == y.shape() && a.numel() == 1) {
     const float s = pa[0];
     for (int64_t i = 0; i < count; ++i) py[i] = op(s, pb[i]);
+  } else if (a.shape() == y.shape() && count > 0) {
+    f32_broadcast_blocks(pa, pb, b.shape(), y.shape(), py, op);
+  } else if (b.shape() == y.shape() && count > 0) {
+    f32_broadcast_blocks(pb, pa, a.shape(), y.shape(), py, [op](float full, float part) { return op(part, full); });
   } else {
     const std::vector<int64_t> oa = tensor_broadcast_offsets(a.shape(), y.shape());
     const std::vector<int64_t> ob = tensor_broadcast_offsets(b.shape(), y.shape());

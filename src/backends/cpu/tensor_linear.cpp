@@ -3,12 +3,16 @@
 //           promoted as NumPy does and the added dimension dropped again).
 //   Gemm:   y [M, N] = alpha * op(a) op(b) + beta * c, op = optional transpose, c broadcast to [M, N].
 //   Det:    x [..., M, M] -> y [...], by LU decomposition with partial pivoting in double.
-// Float operands compute in f32 with f64 accumulation per output row block; the inner loop runs
-// over contiguous rows of b so the compiler vectorises it. Integer operands compute in int64.
+// f32 operands run through the f32 matmul kernel of the LLM path (blocked, vectorised, threaded),
+// with b transposed to the kernel's [N, K] rows when it is not already; other float operands are
+// widened to f32 first. Integer operands compute in int64.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
 
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/matmul.h"
 #include "backends/cpu/tensor_kernel.h"
 
 namespace kiln::cpu {
@@ -18,16 +22,28 @@ using ir::DType;
 using ir::Shape;
 using ir::Tensor;
 
-// c[M, N] = a[M, K] b[K, N] (row-major, contiguous), in float.
-void gemm_f32(const float* a, const float* b, float* c, int64_t M, int64_t N, int64_t K) {
-#pragma omp parallel for schedule(static) if (M * N * K > 32768)
-  for (int64_t i = 0; i < M; ++i) {
-    float* row = c + i * N;
-    std::memset(row, 0, static_cast<size_t>(N) * sizeof(float));
-    for (int64_t k = 0; k < K; ++k) {
-      const float av = a[i * K + k];
-      const float* brow = b + k * N;
-      for (int64_t j = 0; j < N; ++j) row[j] += av * brow[j];
+// c[M, N] = a[M, K] bt[N, K]^T (+ bias[N]), row-major and contiguous, through the f32 matmul kernel.
+void gemm_f32_bt(const float* a, const float* bt, const float* bias, float* c, int64_t M, int64_t N, int64_t K) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) c[i * N + j] = bias != nullptr ? bias[j] : 0.0f;
+    }
+    return;
+  }
+  static const MatmulKernel* kernel = matmul_kernels(ir::WeightFormat::kF32, isa_active()).front();
+  matmul(*kernel, a, M, K, reinterpret_cast<const std::byte*>(bt), N, bias, c);
+}
+
+// dst[cols, rows] = src[rows, cols]^T.
+void transpose_f32(const float* src, float* dst, int64_t rows, int64_t cols) {
+  constexpr int64_t kBlock = 32;
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+      const int64_t r1 = std::min(rows, r0 + kBlock), c1 = std::min(cols, c0 + kBlock);
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * cols + c];
+      }
     }
   }
 }
@@ -59,14 +75,28 @@ Status matmul(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& ou
   const bool fl = ir::dtype_is_float(in[0]->dtype());
   Tensor y(in[0]->dtype(), shape);
   if (fl) {
-    const std::vector<float> a = as_f32(*in[0]), b = as_f32(*in[1]);
-    std::vector<float> c(static_cast<size_t>(ir::shape_numel(batch) * M * N));
-    for (size_t p = 0; p < oa.size(); ++p) {
-      gemm_f32(a.data() + oa[p] * M * K, b.data() + ob[p] * K * N, c.data() + static_cast<int64_t>(p) * M * N, M, N, K);
+    const bool f32 = in[0]->dtype() == DType::kF32 && in[1]->dtype() == DType::kF32;
+    std::vector<float> a_wide, b_wide;
+    if (!f32) {
+      a_wide = as_f32(*in[0]);
+      b_wide = as_f32(*in[1]);
     }
-    if (y.dtype() == DType::kF32) {
-      if (!c.empty()) std::memcpy(y.mutable_bytes(), c.data(), c.size() * sizeof(float));
-    } else {
+    const float* a = f32 ? in[0]->data<float>() : a_wide.data();
+    const float* b = f32 ? in[1]->data<float>() : b_wide.data();
+    std::vector<float> c(f32 ? 0 : static_cast<size_t>(ir::shape_numel(batch) * M * N));
+    float* cp = f32 ? (y.numel() > 0 ? y.mutable_data<float>() : nullptr) : c.data();
+    // b's matrices as the kernel's [N, K] rows, each transposed once (broadcast ones are shared).
+    std::vector<float> bt;
+    int64_t bt_of = -1;
+    for (size_t p = 0; p < oa.size(); ++p) {
+      if (ob[p] != bt_of) {
+        bt.resize(static_cast<size_t>(K * N));
+        transpose_f32(b + ob[p] * K * N, bt.data(), K, N);
+        bt_of = ob[p];
+      }
+      gemm_f32_bt(a + oa[p] * M * K, bt.data(), nullptr, cp + static_cast<int64_t>(p) * M * N, M, N, K);
+    }
+    if (!f32) {
       for (size_t i = 0; i < c.size(); ++i) ir::tensor_set_f64(y, static_cast<int64_t>(i), c[i]);
     }
   } else {
@@ -95,30 +125,52 @@ Status gemm(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
     return tensor_error(n, "A " + ir::shape_to_string(a.shape()) + " and B " + ir::shape_to_string(b.shape()) +
                                " do not multiply");
   }
-  std::vector<float> av = as_f32(a), bv = as_f32(b);
-  auto transposed = [](const std::vector<float>& src, int64_t rows, int64_t cols) {
-    std::vector<float> dst(src.size());
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) dst[static_cast<size_t>(c * rows + r)] = src[static_cast<size_t>(r * cols + c)];
-    }
-    return dst;
-  };
-  if (ta) av = transposed(av, K, M);
-  if (tb) bv = transposed(bv, N, K);
-  std::vector<float> c(static_cast<size_t>(M * N));
-  gemm_f32(av.data(), bv.data(), c.data(), M, N, K);
-  const double alpha = n.attr_float("alpha", 1.0), beta = n.attr_float("beta", 1.0);
-  Tensor y(a.dtype(), {M, N});
   std::vector<int64_t> oc;
   if (in.size() > 2 && in[2] != nullptr) {
     KILN_ASSIGN_OR_RETURN(Shape s, tensor_broadcast_shape(n, {in[2]->shape(), {M, N}}));
     if (s != Shape{M, N}) return tensor_error(n, "C does not broadcast to [M, N]");
     oc = tensor_broadcast_offsets(in[2]->shape(), {M, N});
   }
-  for (int64_t i = 0; i < M * N; ++i) {
-    double v = alpha * c[static_cast<size_t>(i)];
-    if (!oc.empty()) v += beta * ir::tensor_get_f64(*in[2], oc[static_cast<size_t>(i)]);
-    ir::tensor_set_f64(y, i, v);
+  const bool f32 = a.dtype() == DType::kF32 && b.dtype() == DType::kF32;
+  std::vector<float> a_wide, b_wide;
+  if (!f32) {
+    a_wide = as_f32(a);
+    b_wide = as_f32(b);
+  }
+  const float* ap = f32 ? a.data<float>() : a_wide.data();
+  const float* bp = f32 ? b.data<float>() : b_wide.data();
+  // The kernel wants a as [M, K] rows and b as [N, K] rows (transB = 1, as exporters write Gemm).
+  std::vector<float> at, bt;
+  if (ta) {
+    at.resize(static_cast<size_t>(M * K));
+    transpose_f32(ap, at.data(), K, M);
+    ap = at.data();
+  }
+  if (!tb) {
+    bt.resize(static_cast<size_t>(N * K));
+    transpose_f32(bp, bt.data(), K, N);
+    bp = bt.data();
+  }
+  std::vector<float> c(static_cast<size_t>(M * N));
+  gemm_f32_bt(ap, bp, nullptr, c.data(), M, N, K);
+  const double alpha = n.attr_float("alpha", 1.0), beta = n.attr_float("beta", 1.0);
+  Tensor y(a.dtype(), {M, N});
+  if (y.dtype() == DType::kF32) {
+    float* yp = y.numel() > 0 ? y.mutable_data<float>() : nullptr;
+    const bool c_f32 = !oc.empty() && in[2]->dtype() == DType::kF32;
+    for (int64_t i = 0; i < M * N; ++i) {
+      double v = alpha * c[static_cast<size_t>(i)];
+      if (!oc.empty()) {
+        v += beta * (c_f32 ? in[2]->data<float>()[oc[static_cast<size_t>(i)]] : ir::tensor_get_f64(*in[2], oc[static_cast<size_t>(i)]));
+      }
+      yp[i] = static_cast<float>(v);
+    }
+  } else {
+    for (int64_t i = 0; i < M * N; ++i) {
+      double v = alpha * c[static_cast<size_t>(i)];
+      if (!oc.empty()) v += beta * ir::tensor_get_f64(*in[2], oc[static_cast<size_t>(i)]);
+      ir::tensor_set_f64(y, i, v);
+    }
   }
   out[0] = std::move(y);
   return Status::ok();

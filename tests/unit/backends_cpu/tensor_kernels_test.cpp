@@ -48,6 +48,45 @@ TEST(TensorKernels, BroadcastingAddMatchesReference) {
   }
 }
 
+// One side has the output's shape and the other broadcasts to it: per channel, per feature, a
+// middle run, a scalar run inside, on either side, and large enough to run on several threads.
+TEST(TensorKernels, OneSidedBroadcastsMatchElementwiseReference) {
+  const std::vector<std::pair<ir::Shape, ir::Shape>> cases = {
+      {{2, 5, 7, 11}, {1, 5, 1, 1}}, {{2, 5, 7, 11}, {5, 1, 1}}, {{3, 7, 83}, {83}},      {{2, 5, 7, 11}, {1, 5, 1, 11}},
+      {{2, 5, 7, 11}, {2, 1, 7, 1}}, {{2, 5, 7, 11}, {7, 11}},   {{4, 64, 33, 65}, {64, 1, 1}}, {{4, 64, 33, 65}, {65}}};
+  for (const char* op : {"Sub", "Div"}) {
+    for (const auto& [full_shape, part_shape] : cases) {
+      for (bool part_first : {false, true}) {
+        const ir::Tensor full = random_f32(full_shape, 7), part = random_f32(part_shape, 8);
+        std::vector<ir::Tensor> out;
+        const ir::Tensor& a = part_first ? part : full;
+        const ir::Tensor& b = part_first ? full : part;
+        ASSERT_TRUE(tensor_run_node(node(op), {&a, &b}, out).is_ok());
+        ASSERT_EQ(out[0].shape(), full_shape);
+        // Each output element from its own index, NumPy's rule: a part dim of 1 reads index 0.
+        const size_t r = full_shape.size();
+        for (int64_t i = 0; i < full.numel(); ++i) {
+          int64_t rest = i, off = 0, stride = 1;
+          for (size_t d = r; d-- > 0;) {
+            const int64_t idx = rest % full_shape[d];
+            rest /= full_shape[d];
+            const size_t pd = d + part_shape.size();
+            if (pd >= r) {
+              const int64_t dim = part_shape[pd - r];
+              off += (dim == 1 ? 0 : idx) * stride;
+              stride *= dim;
+            }
+          }
+          const float f = full.data<float>()[i], q = part.data<float>()[off];
+          const float want = std::string(op) == "Sub" ? (part_first ? q - f : f - q) : (part_first ? q / f : f / q);
+          ASSERT_EQ(out[0].data<float>()[i], want) << op << " " << ir::shape_to_string(full_shape) << " with "
+                                                   << ir::shape_to_string(part_shape) << " at " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(TensorKernels, MismatchedShapesAreAnErrorNamingTheNode) {
   const ir::Tensor a = random_f32({3, 4}, 1), b = random_f32({5}, 2);
   std::vector<ir::Tensor> out;
