@@ -1,6 +1,6 @@
 #include "server/api_service.h"
 
-#include "server/auth.h"
+#include "server/request_gate.h"
 #include "server/kserve_protocol.h"
 #include "server/openai_protocol.h"
 #include "server/request_fields.h"
@@ -43,21 +43,10 @@ ApiService::Reply ApiService::handle(const HttpRequest& req, const std::string& 
     reply.response = kserve ? kserve_error_response(e) : openai_error_response(e);
     return std::move(reply);
   };
-  if (route.endpoint == Endpoint::kNone) {
-    if (route.status == 405) {
-      auto r = refuse({405, "method " + req.method + " is not allowed on " + std::string(req.path()) + "; use " + route.allow,
-                       "invalid_request_error", std::nullopt, "method_not_allowed"});
-      r.response.headers.emplace_back("Allow", route.allow);
-      return r;
-    }
-    return refuse({404, "no route for " + req.method + " " + std::string(req.path()), "not_found_error", std::nullopt,
-                   "not_found"});
-  }
-  if (!config_.api_key.empty() && !route.open && !bearer_matches(req.header("authorization"), config_.api_key)) {
-    return refuse({401,
-                   req.header("authorization").empty() ? "an API key is required: send 'Authorization: Bearer KEY'"
-                                                       : "the API key is not valid",
-                   "authentication_error", std::nullopt, "invalid_api_key"});
+  if (auto e = gate_request(route, req, config_.api_key)) {
+    Reply r = refuse(*e);
+    if (e->status == 405) r.response.headers.emplace_back("Allow", route.allow);
+    return r;
   }
   switch (route.endpoint) {
     case Endpoint::kHealth:

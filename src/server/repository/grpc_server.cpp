@@ -10,6 +10,7 @@
 
 #include "server/auth.h"
 #include "server/repository/grpc_protocol.h"
+#include "server/repository/repository_error.h"
 #include "server/repository/grpc_service.grpc.pb.h"
 
 namespace kiln::server {
@@ -29,16 +30,6 @@ grpc::Status grpc_status(const ApiError& e) {
     default: break;
   }
   return {code, e.message};
-}
-
-// A repository Status as the HTTP front end would answer it.
-ApiError repository_error(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kNotFound: return {404, s.message(), "not_found_error", "model", std::nullopt};
-    case StatusCode::kInvalidArgument: return {400, s.message(), "invalid_request_error", std::nullopt, std::nullopt};
-    case StatusCode::kResourceExhausted: return {429, "the server is busy: " + s.message() + "; retry later", "rate_limit_error", std::nullopt, std::nullopt};
-    default: return {500, s.message(), "server_error", std::nullopt, std::nullopt};
-  }
 }
 
 const char* code_name(grpc::StatusCode code) {
@@ -79,7 +70,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   ServerUnaryReactor* ModelReady(CallbackServerContext* ctx, const inference::ModelReadyRequest* q,
                                  inference::ModelReadyResponse* r) override {
     auto m = repository_.ready(q->name(), q->version());
-    if (!m && m.status().code() == StatusCode::kNotFound) return refuse(ctx, "ModelReady", repository_error(m.status()));
+    if (!m && m.status().code() == StatusCode::kNotFound) return refuse(ctx, "ModelReady", repository_api_error(m.status()));
     r->set_ready(static_cast<bool>(m));
     return answer(ctx, "ModelReady", grpc::Status::OK);
   }
@@ -96,7 +87,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                     inference::ModelMetadataResponse* r) override {
     if (auto e = unauthorized(ctx)) return refuse(ctx, "ModelMetadata", *e);
     auto m = repository_.ready(q->name(), q->version());
-    if (!m) return refuse(ctx, "ModelMetadata", repository_error(m.status()));
+    if (!m) return refuse(ctx, "ModelMetadata", repository_api_error(m.status()));
     model_metadata_to_grpc(**m, *r);
     return answer(ctx, "ModelMetadata", grpc::Status::OK);
   }
@@ -104,7 +95,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                   inference::ModelConfigResponse* r) override {
     if (auto e = unauthorized(ctx)) return refuse(ctx, "ModelConfig", *e);
     auto m = repository_.ready(q->name(), q->version());
-    if (!m) return refuse(ctx, "ModelConfig", repository_error(m.status()));
+    if (!m) return refuse(ctx, "ModelConfig", repository_api_error(m.status()));
     model_config_to_grpc((*m)->config, *r->mutable_config());
     return answer(ctx, "ModelConfig", grpc::Status::OK);
   }
@@ -124,7 +115,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   ServerUnaryReactor* RepositoryModelUnload(CallbackServerContext* ctx, const inference::RepositoryModelUnloadRequest* q,
                                             inference::RepositoryModelUnloadResponse*) override {
     if (auto e = unauthorized(ctx)) return refuse(ctx, "RepositoryModelUnload", *e);
-    if (Status s = repository_.unload(q->model_name()); !s) return refuse(ctx, "RepositoryModelUnload", repository_error(s));
+    if (Status s = repository_.unload(q->model_name()); !s) return refuse(ctx, "RepositoryModelUnload", repository_api_error(s));
     return answer(ctx, "RepositoryModelUnload", grpc::Status::OK);
   }
   ServerUnaryReactor* RepositoryModelLoad(CallbackServerContext* ctx, const inference::RepositoryModelLoadRequest* q,
@@ -136,7 +127,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     std::erase_if(loads_, [](std::future<void>& f) { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });
     loads_.push_back(std::async(std::launch::async, [this, reactor, name] {
       Status s = repository_.load(name);
-      const grpc::Status status = s ? grpc::Status::OK : grpc_status(repository_error(s));
+      const grpc::Status status = s ? grpc::Status::OK : grpc_status(repository_api_error(s));
       metrics_.record_grpc("RepositoryModelLoad", code_name(status.error_code()));
       reactor->Finish(status);
     }));
@@ -148,7 +139,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     if (auto e = unauthorized(ctx)) return refuse(ctx, "ModelInfer", *e);
     if (!ready_.load()) return refuse(ctx, "ModelInfer", {503, "the server is shutting down", "server_error", std::nullopt, std::nullopt});
     auto model = repository_.ready(q->model_name(), q->model_version());
-    if (!model) return refuse(ctx, "ModelInfer", repository_error(model.status()));
+    if (!model) return refuse(ctx, "ModelInfer", repository_api_error(model.status()));
     auto parsed = infer_request_from_grpc(*q, (*model)->config);
     if (auto* e = std::get_if<ApiError>(&parsed)) {
       metrics_.record_request((*model)->name, false, 0, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -157,7 +148,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     auto request = std::make_shared<InferRequest>(std::move(std::get<InferRequest>(parsed)));
     auto ticket = (*model)->batcher->submit(std::move(request->inputs), request->batch);
     request->inputs.clear();
-    if (!ticket) return refuse(ctx, "ModelInfer", repository_error(ticket.status()));
+    if (!ticket) return refuse(ctx, "ModelInfer", repository_api_error(ticket.status()));
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
     std::shared_ptr<TensorModel> held = *model;
     std::shared_ptr<InferTicket> t = *ticket;

@@ -4,10 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/auth.h"
+#include "server/request_gate.h"
 #include "server/kserve_protocol.h"
 #include "server/repository/infer_job.h"
 #include "server/repository/kserve_datatype.h"
+#include "server/repository/repository_error.h"
 #include "server/request_fields.h"
 #include "server/router.h"
 
@@ -27,17 +28,6 @@ HttpResponse empty_response(int status) {
   r.status = status;
   r.content_type = "text/plain; charset=utf-8";
   return r;
-}
-
-// A Status from the repository as a KServe error: no such model 404, not ready 400, busy 429.
-ApiError repository_error(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kNotFound: return {404, s.message(), "not_found_error", "model", "model_not_found"};
-    case StatusCode::kInvalidArgument: return {400, s.message(), "invalid_request_error", std::nullopt, std::nullopt};
-    case StatusCode::kResourceExhausted:
-      return {429, "the server is busy: " + s.message() + "; retry later", "rate_limit_error", std::nullopt, "server_busy"};
-    default: return {500, s.message(), "server_error", std::nullopt, std::nullopt};
-  }
 }
 
 json model_metadata(const TensorModel& m) {
@@ -88,7 +78,7 @@ class LoadJob : public Job {
       out.response = json_response(json::object());
     } else {
       error_ = state_->status.message();
-      out.response = kserve_error_response(repository_error(state_->status));
+      out.response = kserve_error_response(repository_api_error(state_->status));
     }
     return out;
   }
@@ -124,20 +114,10 @@ Service::Reply RepositoryService::handle(const HttpRequest& req, const std::stri
     reply.response = kserve_error_response(e);
     return std::move(reply);
   };
-  if (route.endpoint == Endpoint::kNone) {
-    if (route.status == 405) {
-      auto r = refuse({405, "method " + req.method + " is not allowed on " + std::string(req.path()) + "; use " + route.allow,
-                       "invalid_request_error", std::nullopt, "method_not_allowed"});
-      r.response.headers.emplace_back("Allow", route.allow);
-      return r;
-    }
-    return refuse({404, "no route for " + req.method + " " + std::string(req.path()), "not_found_error", std::nullopt, "not_found"});
-  }
-  if (!config_.api_key.empty() && !route.open && !bearer_matches(req.header("authorization"), config_.api_key)) {
-    return refuse({401,
-                   req.header("authorization").empty() ? "an API key is required: send 'Authorization: Bearer KEY'"
-                                                       : "the API key is not valid",
-                   "authentication_error", std::nullopt, "invalid_api_key"});
+  if (auto e = gate_request(route, req, config_.api_key)) {
+    Reply r = refuse(*e);
+    if (e->status == 405) r.response.headers.emplace_back("Allow", route.allow);
+    return r;
   }
   switch (route.endpoint) {
     case Endpoint::kHealth:
@@ -160,14 +140,14 @@ Service::Reply RepositoryService::handle(const HttpRequest& req, const std::stri
     }
     case Endpoint::kModelReady: {
       auto m = repository_.ready(route.model, route.version);
-      if (!m && m.status().code() == StatusCode::kNotFound) return refuse(repository_error(m.status()));
+      if (!m && m.status().code() == StatusCode::kNotFound) return refuse(repository_api_error(m.status()));
       reply.response = empty_response(m ? 200 : 400);
       return reply;
     }
     case Endpoint::kModelMetadata:
     case Endpoint::kModelConfig: {
       auto m = repository_.ready(route.model, route.version);
-      if (!m) return refuse(repository_error(m.status()));
+      if (!m) return refuse(repository_api_error(m.status()));
       reply.response = json_response(route.endpoint == Endpoint::kModelConfig ? model_config_json((*m)->config)
                                                                                : model_metadata(**m));
       return reply;
@@ -195,13 +175,13 @@ Service::Reply RepositoryService::handle(const HttpRequest& req, const std::stri
       return reply;
     }
     case Endpoint::kRepositoryUnload: {
-      if (Status s = repository_.unload(route.model); !s) return refuse(repository_error(s));
+      if (Status s = repository_.unload(route.model); !s) return refuse(repository_api_error(s));
       reply.response = json_response(json::object());
       return reply;
     }
     case Endpoint::kRepositoryLoad: {
       if (!model_name_is_valid(route.model)) {
-        return refuse(repository_error(not_found("'" + route.model + "' is not a model name")));
+        return refuse(repository_api_error(not_found("'" + route.model + "' is not a model name")));
       }
       auto state = std::make_shared<LoadJob::State>();
       ModelRepository* repository = &repository_;
@@ -244,7 +224,7 @@ Service::Reply RepositoryService::infer(const HttpRequest& req, const std::strin
   };
   if (!ready()) return refuse({503, "the server is shutting down", "server_error", std::nullopt, "unavailable"});
   auto model = repository_.ready(name, version);
-  if (!model) return refuse(repository_error(model.status()));
+  if (!model) return refuse(repository_api_error(model.status()));
   std::optional<size_t> header_length;
   if (std::string_view h = req.header("inference-header-content-length"); !h.empty()) {
     size_t n = 0;
@@ -262,7 +242,7 @@ Service::Reply RepositoryService::infer(const HttpRequest& req, const std::strin
   InferRequest& request = std::get<InferRequest>(parsed);
   auto ticket = (*model)->batcher->submit(std::move(request.inputs), request.batch);
   request.inputs.clear();
-  if (!ticket) return refuse(repository_error(ticket.status()));
+  if (!ticket) return refuse(repository_api_error(ticket.status()));
   reply.job = std::make_unique<InferJob>(std::move(*model), std::move(request), std::move(*ticket), metrics_, start);
   return reply;
 }
