@@ -51,7 +51,8 @@
 namespace kiln::engine {
 
 inline constexpr std::array<char, 8> kMagic = {'K', 'I', 'L', 'N', 'E', 'N', 'G', '\0'};
-inline constexpr uint32_t kFormatVersion = 1;
+// 2: general graphs carry fused epilogues ("kiln." node attributes) and MatMul a fused bias.
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kHeaderSize = 4096;
 // Field capacities in the header, each including the terminating NUL.
 inline constexpr size_t kKilnVersionCapacity = 32;

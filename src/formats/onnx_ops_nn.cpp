@@ -123,6 +123,13 @@ Status non_max_suppression(const OnnxNode& node, OnnxEmitter& out) {
   return Status::ok();
 }
 
+// ONNX's MatMul has two inputs; Kiln's may carry a third only when the build fuses a bias.
+Status matmul(const OnnxNode& node, OnnxEmitter& out) {
+  if (node.inputs.size() != 2) return node.error("expected 2 inputs, got " + std::to_string(node.inputs.size()));
+  out.add_same(node);
+  return Status::ok();
+}
+
 Status integer_product(const OnnxNode& node, OnnxEmitter& out) {
   out.graph().value(node.outputs[0]).dtype = ir::DType::kI32;
   if (node.op_type == "ConvInteger") return conv_like(node, out);
@@ -133,7 +140,8 @@ Status integer_product(const OnnxNode& node, OnnxEmitter& out) {
 }  // namespace
 
 void register_onnx_nn_ops(OnnxTranslatorTable& table) {
-  for (const char* op : {"MatMul", "GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization", "LRN",
+  table["MatMul"] = matmul;
+  for (const char* op : {"GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization", "LRN",
                          "MeanVarianceNormalization", "Det"}) {
     table[op] = same;
   }

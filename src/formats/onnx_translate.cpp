@@ -108,6 +108,8 @@ void OnnxEmitter::add(std::string op, std::string name, std::vector<ir::ValueId>
   node.inputs = std::move(inputs);
   node.outputs = std::move(outputs);
   node.attrs = std::move(attrs);
+  // "kiln." attributes are the build's own (fused epilogues, ir/epilogue.h): a file cannot set them.
+  std::erase_if(node.attrs, [](const auto& kv) { return kv.first.rfind("kiln.", 0) == 0; });
   graph_.nodes().push_back(std::move(node));
 }
 

@@ -183,6 +183,8 @@ Status verify(const Graph& graph);
 // Human-readable listing, one node a line; and Graphviz DOT.
 std::string print_graph(const Graph& graph);
 std::string print_graph_dot(const Graph& graph);
+// A node's attributes as print_graph shows them: "{key=value, ...}".
+std::string print_attrs(const Node& node);
 
 // Serialisation of the graph structure (not the weight contents) for the engine file.
 nlohmann::json graph_to_json(const Graph& graph);

@@ -136,21 +136,19 @@ std::string print_graph(const Graph& graph) {
       }
     }
     os << ")";
-    if (!node.attrs.empty()) {
-      os << " {";
-      bool first = true;
-      for (const auto& [k, a] : node.attrs) {
-        os << (first ? "" : ", ") << k << "=" << attr_str(a);
-        first = false;
-      }
-      os << "}";
-    }
+    if (!node.attrs.empty()) os << " " << print_attrs(node);
     os << "\n";
   }
   os << "outputs:";
   for (ValueId id : graph.outputs()) os << " " << name_of(id);
   os << "\n";
   return os.str();
+}
+
+std::string print_attrs(const Node& node) {
+  std::string out = "{";
+  for (const auto& [k, a] : node.attrs) out += (out.size() > 1 ? ", " : "") + k + "=" + attr_str(a);
+  return out + "}";
 }
 
 std::string print_graph_dot(const Graph& graph) {

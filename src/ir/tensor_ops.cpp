@@ -25,7 +25,7 @@ std::vector<OpInfo> make_registry() {
   for (const char* unary :
        {"Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Tan",
         "Asin", "Acos", "Atan", "Sinh", "Cosh", "Tanh", "Asinh", "Acosh", "Atanh", "Erf", "Sigmoid", "Relu",
-        "Softplus", "Softsign", "Elu", "Selu", "Celu", "LeakyRelu", "HardSigmoid", "HardSwish", "ThresholdedRelu",
+        "Softplus", "Softsign", "Elu", "Selu", "Celu", "LeakyRelu", "HardSigmoid", "HardSwish", "Gelu", "ThresholdedRelu",
         "Shrink", "Not", "IsNaN", "IsInf", "Identity", "Cast", "Shape", "Size", "NonZero", "EyeLike",
         "GlobalAveragePool", "GlobalMaxPool", "Flatten", "Transpose", "DepthToSpace", "SpaceToDepth",
         "Softmax", "LogSoftmax", "Hardmax", "LRN", "MeanVarianceNormalization", "ConstantOfShape",
@@ -34,7 +34,7 @@ std::vector<OpInfo> make_registry() {
   }
   for (const char* binary : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Equal", "Less",
                              "LessOrEqual", "Greater", "GreaterOrEqual", "BitShift", "PRelu", "CastLike",
-                             "MatMul", "Expand", "Tile", "Reshape", "GatherElements", "GatherND", "CumSum",
+                             "Expand", "Tile", "Reshape", "GatherElements", "GatherND", "CumSum",
                              "Compress"}) {
     ops.push_back(tensor_op(binary, 2, 2));
   }
@@ -57,6 +57,7 @@ std::vector<OpInfo> make_registry() {
   ops.push_back(tensor_op("OneHot", 3, 3));
   ops.push_back(tensor_op("TopK", 2, 2, 2, 2));
   ops.push_back(tensor_op("Dropout", 1, 3, 1, 2));
+  ops.push_back(tensor_op("MatMul", 2, 3));  // the third: a bias fused by the build (ir/epilogue.h)
   ops.push_back(tensor_op("Gemm", 2, 3));
   ops.push_back(tensor_op("Conv", 2, 3));
   ops.push_back(tensor_op("ConvTranspose", 2, 3));

@@ -9,10 +9,13 @@
 // kernels; depthwise-like groups (fewer than 4 output channels) run a direct f32 loop instead.
 // Other dtypes and the other ops use direct loops in f64, correct for every attribute combination.
 #include <cmath>
+#include <optional>
 #include <limits>
 
+#include "backends/cpu/conv_gemm.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/matmul.h"
+#include "backends/cpu/tensor_epilogue.h"
 #include "backends/cpu/tensor_kernel.h"
 
 namespace kiln::cpu {
@@ -87,56 +90,66 @@ struct ConvDims {
   int64_t N, C, M, group, in_sp, k_sp, out_sp;
 };
 
-// y [N, M, out_sp] = conv(x [N, C, in_sp], w [M, C/group, k_sp]) + bias, in f32. taps[oi * k_sp + ki]
-// is the input offset (within a channel) of kernel position ki at output position oi, or -1.
+// y [N, M, out_sp] = conv(x [N, C, in_sp], w [M, C/group, k_sp]) + bias, in f32, one matrix product
+// a (batch, group) (conv_gemm.h). taps[oi * k_sp + ki] is the input offset (within a channel) of
+// kernel position ki at output position oi, or -1; a 1x1 convolution whose taps are the identity
+// reads the input as it is.
 void conv_f32(const float* x, const float* w, const float* bias, float* y, const ConvDims& d,
-              const std::vector<int64_t>& taps) {
+              const std::vector<int64_t>& taps, const ir::Epilogue& ep, const ConvWindow2d* window) {
   const int64_t cg = d.C / d.group, mg = d.M / d.group, K = cg * d.k_sp;
-  if (mg < 4) {
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < d.N; ++b) {
-      for (int64_t m = 0; m < d.M; ++m) {
-        const int64_t gi = m / mg;
-        float* yo = y + (b * d.M + m) * d.out_sp;
-        for (int64_t oi = 0; oi < d.out_sp; ++oi) {
-          float s = bias != nullptr ? bias[m] : 0.0f;
-          const int64_t* t = taps.data() + oi * d.k_sp;
-          for (int64_t c = 0; c < cg; ++c) {
-            const float* xc = x + (b * d.C + gi * cg + c) * d.in_sp;
-            const float* wc = w + (m * cg + c) * d.k_sp;
-            for (int64_t ki = 0; ki < d.k_sp; ++ki) {
-              if (t[ki] >= 0) s += xc[t[ki]] * wc[ki];
-            }
-          }
-          yo[oi] = s;
-        }
-      }
-    }
-    return;
-  }
-  const MatmulKernel* kernel = matmul_kernels(ir::WeightFormat::kF32, isa_active()).front();
-  // col: [out_sp, K] patches of one (batch, group); prod: [out_sp, mg].
-  std::vector<float> col(static_cast<size_t>(d.out_sp * K)), prod(static_cast<size_t>(d.out_sp * mg));
+  bool identity = d.k_sp == 1 && d.in_sp == d.out_sp;
+  for (int64_t i = 0; identity && i < d.out_sp; ++i) identity = taps[static_cast<size_t>(i)] == i;
   for (int64_t b = 0; b < d.N; ++b) {
     for (int64_t gi = 0; gi < d.group; ++gi) {
-      const float* xg = x + (b * d.C + gi * cg) * d.in_sp;
-#pragma omp parallel for schedule(static)
-      for (int64_t oi = 0; oi < d.out_sp; ++oi) {
-        float* row = col.data() + oi * K;
-        const int64_t* t = taps.data() + oi * d.k_sp;
-        for (int64_t c = 0; c < cg; ++c) {
-          for (int64_t ki = 0; ki < d.k_sp; ++ki) row[c * d.k_sp + ki] = t[ki] >= 0 ? xg[c * d.in_sp + t[ki]] : 0.0f;
+      conv_gemm_f32(w + gi * mg * K, bias != nullptr ? bias + gi * mg : nullptr, x + (b * d.C + gi * cg) * d.in_sp,
+                    identity ? nullptr : taps.data(), y + (b * d.M + gi * mg) * d.out_sp,
+                    {mg, K, d.out_sp, d.k_sp, d.in_sp, identity ? nullptr : window}, ep);
+    }
+  }
+}
+
+// One (image, channel) plane. Compiled twice, for AVX-512 and the baseline ISA; depthwise_2d_f32
+// runs the planes in parallel and picks one.
+__attribute__((always_inline)) inline void depthwise_plane(const float* xc, const float* wc, float b0, float* yc,
+                                                          const Window& g, const ir::Epilogue& ep) {
+  const int64_t ih = g.in[0], iw = g.in[1], oh = g.out[0], ow = g.out[1], kh = g.kernel[0], kw = g.kernel[1];
+  const int64_t sh = g.strides[0], sw = g.strides[1], dh = g.dilations[0], dw = g.dilations[1];
+  const int64_t ph = g.pad_begin[0], pw = g.pad_begin[1];
+  for (int64_t r = 0; r < oh; ++r) {
+    float* yr = yc + r * ow;
+    for (int64_t o = 0; o < ow; ++o) yr[o] = b0;
+    for (int64_t i = 0; i < kh; ++i) {
+      const int64_t row = r * sh - ph + i * dh;
+      if (row < 0 || row >= ih) continue;
+      const float* xr = xc + row * iw;
+      for (int64_t j = 0; j < kw; ++j) {
+        // Outputs o with 0 <= o * sw - pw + j * dw < iw.
+        const int64_t off = j * dw - pw;
+        const int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+        const int64_t hi = iw - off <= 0 ? 0 : std::min<int64_t>(ow, (iw - off + sw - 1) / sw);
+        const float wv = wc[i * kw + j];
+        const float* __restrict xs = xr + off;
+        float* __restrict yo = yr;
+        if (sw == 1) {
+#pragma omp simd
+          for (int64_t o = lo; o < hi; ++o) yo[o] += xs[o] * wv;
+        } else {
+          for (int64_t o = lo; o < hi; ++o) yo[o] += xs[o * sw] * wv;
         }
-      }
-      matmul(*kernel, col.data(), d.out_sp, K, reinterpret_cast<const std::byte*>(w + gi * mg * K), mg,
-             bias != nullptr ? bias + gi * mg : nullptr, prod.data());
-      float* yg = y + (b * d.M + gi * mg) * d.out_sp;
-#pragma omp parallel for schedule(static)
-      for (int64_t m = 0; m < mg; ++m) {
-        for (int64_t oi = 0; oi < d.out_sp; ++oi) yg[m * d.out_sp + oi] = prod[static_cast<size_t>(oi * mg + m)];
       }
     }
   }
+  apply_epilogue_f32(ep, yc, oh * ow);
+}
+
+__attribute__((target("avx512f,avx512dq,avx2,fma"))) void depthwise_plane_avx512(
+    const float* xc, const float* wc, float b0, float* yc, const Window& g, const ir::Epilogue& ep) {
+  depthwise_plane(xc, wc, b0, yc, g, ep);
+}
+
+void depthwise_plane_baseline(const float* xc, const float* wc, float b0, float* yc, const Window& g,
+                              const ir::Epilogue& ep) {
+  depthwise_plane(xc, wc, b0, yc, g, ep);
 }
 
 // A 2-D depthwise convolution (one input channel a group, one output channel a group) in f32:
@@ -145,37 +158,49 @@ void conv_f32(const float* x, const float* w, const float* bias, float* y, const
 // instead of gathering through a tap table. Each output sums its taps in the same order as the
 // general loop (kernel rows, then columns), after the bias.
 void depthwise_2d_f32(const float* x, const float* w, const float* bias, float* y, int64_t N, int64_t C,
-                      const Window& g) {
-  const int64_t ih = g.in[0], iw = g.in[1], oh = g.out[0], ow = g.out[1], kh = g.kernel[0], kw = g.kernel[1];
-  const int64_t sh = g.strides[0], sw = g.strides[1], dh = g.dilations[0], dw = g.dilations[1];
-  const int64_t ph = g.pad_begin[0], pw = g.pad_begin[1];
+                      const Window& g, const ir::Epilogue& ep) {
+  const auto plane = isa_active() >= Isa::kAvx512 ? depthwise_plane_avx512 : depthwise_plane_baseline;
+  const int64_t in_sp = g.in[0] * g.in[1], out_sp = g.out[0] * g.out[1], k_sp = g.kernel[0] * g.kernel[1];
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < N; ++b) {
     for (int64_t c = 0; c < C; ++c) {
-      const float* xc = x + (b * C + c) * ih * iw;
-      const float* wc = w + c * kh * kw;
-      float* yc = y + (b * C + c) * oh * ow;
-      for (int64_t r = 0; r < oh; ++r) {
-        float* yr = yc + r * ow;
-        const float b0 = bias != nullptr ? bias[c] : 0.0f;
-        for (int64_t o = 0; o < ow; ++o) yr[o] = b0;
-        for (int64_t i = 0; i < kh; ++i) {
-          const int64_t row = r * sh - ph + i * dh;
-          if (row < 0 || row >= ih) continue;
-          const float* xr = xc + row * iw;
-          for (int64_t j = 0; j < kw; ++j) {
-            // Outputs o with 0 <= o * sw - pw + j * dw < iw.
-            const int64_t off = j * dw - pw;
-            const int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
-            const int64_t hi = iw - off <= 0 ? 0 : std::min<int64_t>(ow, (iw - off + sw - 1) / sw);
-            const float wv = wc[i * kw + j];
-            if (sw == 1) {
-              for (int64_t o = lo; o < hi; ++o) yr[o] += xr[o + off] * wv;
-            } else {
-              for (int64_t o = lo; o < hi; ++o) yr[o] += xr[o * sw + off] * wv;
-            }
+      plane(x + (b * C + c) * in_sp, w + c * k_sp, bias != nullptr ? bias[c] : 0.0f, y + (b * C + c) * out_sp, g, ep);
+    }
+  }
+}
+
+// y [N, M, out_sp] = conv_transpose(x [N, C, in_sp], w [C, M/group, k_sp]) + bias, in f32: per
+// (batch, group), the products of every (output channel, kernel position) with every input
+// position as one matrix product (conv_gemm.h), [M/g * k_sp, C/g] x [C/g, in_sp], then each
+// product added into the output position taps[input position * k_sp + kernel position] (skipped
+// when -1). Threads split the output channels, so no two write one element.
+void conv_transpose_f32(const float* x, const float* w, const float* bias, float* y, const ConvDims& d,
+                        const std::vector<int64_t>& taps, const ir::Epilogue& ep) {
+  const int64_t cg = d.C / d.group, mg = d.M / d.group, cols = mg * d.k_sp;
+  std::vector<float> wt(static_cast<size_t>(cols * cg)), prod(static_cast<size_t>(cols * d.in_sp));
+  for (int64_t gi = 0; gi < d.group; ++gi) {
+    // wt[col, c] = w[gi * cg + c, col]: the product's [cols, C/g] rows.
+    const float* wg = w + gi * cg * cols;
+    for (int64_t c = 0; c < cg; ++c) {
+      for (int64_t col = 0; col < cols; ++col) wt[static_cast<size_t>(col * cg + c)] = wg[c * cols + col];
+    }
+    for (int64_t b = 0; b < d.N; ++b) {
+      conv_gemm_f32(wt.data(), nullptr, x + (b * d.C + gi * cg) * d.in_sp, nullptr, prod.data(),
+                    {cols, cg, d.in_sp, 1, d.in_sp, nullptr}, ir::Epilogue{});
+      float* yg = y + (b * d.M + gi * mg) * d.out_sp;
+#pragma omp parallel for schedule(static)
+      for (int64_t m = 0; m < mg; ++m) {
+        float* ym = yg + m * d.out_sp;
+        std::fill(ym, ym + d.out_sp, bias != nullptr ? bias[gi * mg + m] : 0.0f);
+        for (int64_t ki = 0; ki < d.k_sp; ++ki) {
+          const float* pr = prod.data() + (m * d.k_sp + ki) * d.in_sp;
+          const int64_t* t = taps.data() + ki;
+          for (int64_t p = 0; p < d.in_sp; ++p) {
+            const int64_t off = t[p * d.k_sp];
+            if (off >= 0) ym[off] += pr[p];
           }
         }
+        apply_epilogue_f32(ep, ym, d.out_sp);
       }
     }
   }
@@ -195,11 +220,12 @@ Status conv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
   Shape shape = {N, M};
   shape.insert(shape.end(), g.out.begin(), g.out.end());
   const Tensor* bias_in = in.size() > 2 ? in[2] : nullptr;
+  const ir::Epilogue ep = ir::node_epilogue(n);
   if (spatial.size() == 2 && group == C && M == C && x.dtype() == DType::kF32 && wt.dtype() == DType::kF32 &&
       (bias_in == nullptr || (bias_in->dtype() == DType::kF32 && bias_in->numel() == M))) {
     Tensor yt(DType::kF32, shape);
     depthwise_2d_f32(x.data<float>(), wt.data<float>(), bias_in != nullptr ? bias_in->data<float>() : nullptr,
-                     yt.mutable_data<float>(), N, C, g);
+                     yt.mutable_data<float>(), N, C, g, ep);
     out[0] = std::move(yt);
     return Status::ok();
   }
@@ -222,8 +248,13 @@ Status conv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
   if (x.dtype() == DType::kF32 && wt.dtype() == DType::kF32 && (bias_t == nullptr || bias_t->dtype() == DType::kF32)) {
     if (bias_t != nullptr && bias_t->numel() != M) return tensor_error(n, "bias must have M entries");
     Tensor yt(DType::kF32, shape);
+    std::optional<ConvWindow2d> w2;
+    if (spatial.size() == 2) {
+      w2 = ConvWindow2d{g.in[0], g.in[1], g.out[1], kernel[0], kernel[1], g.strides[0], g.strides[1],
+                        g.dilations[0], g.dilations[1], g.pad_begin[0], g.pad_begin[1]};
+    }
     conv_f32(x.data<float>(), wt.data<float>(), bias_t != nullptr ? bias_t->data<float>() : nullptr,
-             yt.mutable_data<float>(), {N, C, M, group, in_sp, k_sp, out_sp}, taps);
+             yt.mutable_data<float>(), {N, C, M, group, in_sp, k_sp, out_sp}, taps, ep, w2 ? &*w2 : nullptr);
     out[0] = std::move(yt);
     return Status::ok();
   }
@@ -245,7 +276,7 @@ Status conv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
             if (t[ki] >= 0) s += xc[t[ki]] * wc[ki];
           }
         }
-        yo[oi] = s;
+        yo[oi] = ir::apply_epilogue(ep, s);
       }
     }
   }
@@ -286,9 +317,31 @@ Status conv_transpose(const ir::Node& n, const TensorInputs& in, std::vector<Ten
   }
   Shape shape = {N, M};
   shape.insert(shape.end(), osz.begin(), osz.end());
-  const std::vector<double> xv = ir::tensor_to_f64(x), wv = ir::tensor_to_f64(wt);
   const int64_t in_sp = ir::shape_numel(spatial), k_sp = ir::shape_numel(kernel), out_sp = ir::shape_numel(osz);
   const std::vector<int64_t> os = tensor_strides(osz);
+  const ir::Epilogue ep = ir::node_epilogue(n);
+  const Tensor* bias_t = in.size() > 2 ? in[2] : nullptr;
+  if (x.dtype() == DType::kF32 && wt.dtype() == DType::kF32 && (bias_t == nullptr || bias_t->dtype() == DType::kF32)) {
+    if (bias_t != nullptr && bias_t->numel() != M) return tensor_error(n, "bias must have M entries");
+    // For each (input position, kernel position), the output offset within a channel, or -1.
+    std::vector<int64_t> taps(static_cast<size_t>(in_sp * k_sp));
+    for_each_pos(spatial, [&](const std::vector<int64_t>& p, int64_t pi) {
+      for_each_pos(kernel, [&](const std::vector<int64_t>& k, int64_t ki) {
+        int64_t off = 0;
+        for (size_t i = 0; i < d && off >= 0; ++i) {
+          const int64_t q = p[i] * strides[i] + k[i] * dil[i] - pads[i];
+          off = (q < 0 || q >= osz[i]) ? -1 : off + q * os[i];
+        }
+        taps[static_cast<size_t>(pi * k_sp + ki)] = off;
+      });
+    });
+    Tensor yt(DType::kF32, shape);
+    conv_transpose_f32(x.data<float>(), wt.data<float>(), bias_t != nullptr ? bias_t->data<float>() : nullptr,
+                       yt.mutable_data<float>(), {N, C, M, group, in_sp, k_sp, out_sp}, taps, ep);
+    out[0] = std::move(yt);
+    return Status::ok();
+  }
+  const std::vector<double> xv = ir::tensor_to_f64(x), wv = ir::tensor_to_f64(wt);
   std::vector<double> y(static_cast<size_t>(N * M * out_sp), 0.0);
   for (int64_t b = 0; b < N; ++b) {
     for (int64_t c = 0; c < C; ++c) {
@@ -314,7 +367,7 @@ Status conv_transpose(const ir::Node& n, const TensorInputs& in, std::vector<Ten
   for (int64_t i = 0; i < yt.numel(); ++i) {
     const int64_t m = (i / out_sp) % M;
     const double bias = in.size() > 2 && in[2] != nullptr ? ir::tensor_get_f64(*in[2], m) : 0.0;
-    ir::tensor_set_f64(yt, i, y[static_cast<size_t>(i)] + bias);
+    ir::tensor_set_f64(yt, i, ir::apply_epilogue(ep, y[static_cast<size_t>(i)] + bias));
   }
   out[0] = std::move(yt);
   return Status::ok();

@@ -70,6 +70,14 @@ Expected<UnaryFn> unary_fn(const ir::Node& n) {
     return UnaryFn([a, b](double x) { return std::clamp(a * x + b, 0.0, 1.0); });
   }
   if (op == "HardSwish") return UnaryFn([](double x) { return x * std::clamp(x / 6.0 + 0.5, 0.0, 1.0); });
+  if (op == "Gelu") {
+    if (n.attr_str("approximate", "none") == "tanh") {
+      return UnaryFn([](double x) {
+        return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+      });
+    }
+    return UnaryFn([](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); });
+  }
   if (op == "ThresholdedRelu") {
     const double a = attr(n, "alpha", 1.0);
     return UnaryFn([a](double x) { return x > a ? x : 0.0; });
@@ -434,7 +442,7 @@ void register_tensor_elementwise_kernels(TensorKernelTable& table) {
   for (const char* op : {"Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin",
                          "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Tanh", "Asinh", "Acosh", "Atanh",
                          "Erf", "Sigmoid", "Relu", "Softplus", "Softsign", "Elu", "Selu", "Celu", "LeakyRelu",
-                         "HardSigmoid", "HardSwish", "ThresholdedRelu", "Shrink"}) {
+                         "HardSigmoid", "HardSwish", "Gelu", "ThresholdedRelu", "Shrink"}) {
     table[op] = unary;
   }
   table["Identity"] = identity;

@@ -2,8 +2,15 @@
 
 #include <malloc.h>
 
+#include <algorithm>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+
+#include "ir/epilogue.h"
 
 namespace kiln::cpu {
 namespace {
@@ -50,6 +57,10 @@ Expected<std::unique_ptr<TensorGraphRunner>> TensorGraphRunner::create(const ir:
   keep_freed_memory_for_reuse();
   std::unique_ptr<TensorGraphRunner> runner(new TensorGraphRunner(graph));
   runner->profiles_ = std::move(profiles);
+  const char* profile = std::getenv("KILN_CPU_PROFILE");
+  runner->profile_ = profile != nullptr && (std::strcmp(profile, "1") == 0 || std::strcmp(profile, "nodes") == 0);
+  runner->profile_nodes_ = runner->profile_ && std::strcmp(profile, "nodes") == 0;
+  runner->node_seconds_.assign(graph.nodes().size(), 0.0);
   for (const auto& node : graph.nodes()) {
     if (tensor_kernel(node.op) == nullptr) {
       return unimplemented("node '" + node.name + "' (" + node.op + "): no CPU kernel for general graphs");
@@ -124,7 +135,9 @@ Expected<std::vector<std::pair<std::string, ir::Tensor>>> TensorGraphRunner::run
     const ir::Node& node = graph_.nodes()[i];
     args.clear();
     for (ir::ValueId in : node.inputs) args.push_back(in == ir::kNoValue ? nullptr : &live[static_cast<size_t>(in)]);
+    const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     KILN_RETURN_IF_ERROR(tensor_run_node(node, args, outs));
+    if (profile_) node_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (size_t k = 0; k < node.outputs.size(); ++k) live[static_cast<size_t>(node.outputs[k])] = std::move(outs[k]);
     for (ir::ValueId in : node.inputs) {
       if (in != ir::kNoValue && last_use_[static_cast<size_t>(in)] == i && !graph_.value(in).is_weight) {
@@ -132,9 +145,48 @@ Expected<std::vector<std::pair<std::string, ir::Tensor>>> TensorGraphRunner::run
       }
     }
   }
+  ++runs_;
   std::vector<std::pair<std::string, ir::Tensor>> result;
   for (ir::ValueId id : graph_.outputs()) result.emplace_back(graph_.value(id).name, live[static_cast<size_t>(id)]);
   return result;
+}
+
+TensorGraphRunner::~TensorGraphRunner() {
+  if (!profile_ || runs_ == 0) return;
+  std::map<std::string, std::pair<double, size_t>> by_op;
+  double total = 0;
+  for (size_t i = 0; i < graph_.nodes().size(); ++i) {
+    const ir::Node& n = graph_.nodes()[i];
+    std::string key = n.op;
+    const ir::Epilogue e = ir::node_epilogue(n);
+    if (e.activation != ir::Activation::kNone) key += "+" + std::string(ir::activation_name(e.activation));
+    auto& [seconds, count] = by_op[key];
+    seconds += node_seconds_[i];
+    ++count;
+    total += node_seconds_[i];
+  }
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [op, v] : by_op) rows.emplace_back(v.first, op);
+  std::sort(rows.rbegin(), rows.rend());
+  std::fprintf(stderr, "kiln cpu profile: %zu runs, %.3f ms a run\n", runs_, total * 1e3 / static_cast<double>(runs_));
+  for (const auto& [seconds, op] : rows) {
+    std::fprintf(stderr, "  %-28s %9.3f ms a run %6.1f%%  %4zu nodes\n", op.c_str(),
+                 seconds * 1e3 / static_cast<double>(runs_), 100.0 * seconds / std::max(total, 1e-12), by_op[op].second);
+  }
+  if (!profile_nodes_) return;
+  std::vector<std::pair<double, size_t>> nodes;
+  for (size_t i = 0; i < node_seconds_.size(); ++i) nodes.emplace_back(node_seconds_[i], i);
+  std::sort(nodes.rbegin(), nodes.rend());
+  std::fprintf(stderr, "slowest nodes:\n");
+  for (size_t k = 0; k < std::min<size_t>(nodes.size(), 25); ++k) {
+    const ir::Node& n = graph_.nodes()[nodes[k].second];
+    std::string weights;
+    for (ir::ValueId in : n.inputs) {
+      if (in != ir::kNoValue && graph_.value(in).is_weight) weights += " " + ir::shape_to_string(graph_.weight(in).shape);
+    }
+    std::fprintf(stderr, "  %9.3f ms  %-14s %s%s  %s\n", nodes[k].first * 1e3 / static_cast<double>(runs_), n.op.c_str(),
+                 n.name.c_str(), weights.c_str(), ir::print_attrs(n).c_str());
+  }
 }
 
 Expected<std::vector<ir::Tensor>> CpuNodeEvaluator::evaluate(const ir::Node& node,

@@ -9,6 +9,10 @@
 // engine's mapping) and must not outlive it; f16 / bf16 / quantised weights are widened to f32
 // once, at create(), and owned by the runner. run() may be called any number of times, one at a
 // time; the tensors it returns own (or share) their storage and outlive the runner.
+//
+// With KILN_CPU_PROFILE=1 in the environment, the runner times every node and, when destroyed,
+// prints to stderr the time per op (a fused epilogue counts as part of the op's name) over all runs;
+// with KILN_CPU_PROFILE=nodes, also the slowest nodes with their weights' shapes and attributes.
 #pragma once
 
 #include <map>
@@ -36,12 +40,19 @@ class TensorGraphRunner {
 
  private:
   explicit TensorGraphRunner(const ir::Graph& graph) : graph_(graph) {}
+ public:
+  ~TensorGraphRunner();
+
+ private:
   Status check_inputs(const std::map<std::string, ir::Tensor>& inputs) const;
 
   const ir::Graph& graph_;
   std::map<ir::ValueId, ir::Tensor> weights_;
   std::vector<size_t> last_use_;  // per value: index of the last node reading it
   std::vector<ir::InputProfile> profiles_;
+  bool profile_ = false, profile_nodes_ = false;
+  size_t runs_ = 0;
+  std::vector<double> node_seconds_;  // per node, over all runs (profile_ only)
 };
 
 // The weight `entry` as a tensor: a view of its stored bytes when they are raw elements, else

@@ -2,6 +2,7 @@
 //   MatMul: a [..., M, K] x b [..., K, N] -> [..., M, N], batch dims broadcast (1-D operands are
 //           promoted as NumPy does and the added dimension dropped again).
 //   Gemm:   y [M, N] = alpha * op(a) op(b) + beta * c, op = optional transpose, c broadcast to [M, N].
+//   Both may carry a fused epilogue (ir/epilogue.h); MatMul then also a bias [N] as a third input.
 //   Det:    x [..., M, M] -> y [...], by LU decomposition with partial pivoting in double.
 // f32 operands run through the f32 matmul kernel of the LLM path (blocked, vectorised, threaded),
 // with b transposed to the kernel's [N, K] rows when it is not already; other float operands are
@@ -13,6 +14,7 @@
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/matmul.h"
+#include "backends/cpu/tensor_epilogue.h"
 #include "backends/cpu/tensor_kernel.h"
 
 namespace kiln::cpu {
@@ -58,6 +60,12 @@ std::vector<float> as_f32(const Tensor& t) {
 Status matmul(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
   Shape as = in[0]->shape(), bs = in[1]->shape();
   if (as.empty() || bs.empty()) return tensor_error(n, "operands must have rank >= 1");
+  // b stored as [N, K] by the build (passes/transpose_matmul_weights.cpp).
+  const bool b_rows = n.attr_int("kiln.b_transposed", 0) != 0;
+  if (b_rows) {
+    if (bs.size() != 2 || in[1]->dtype() != DType::kF32) return tensor_error(n, "a transposed weight must be f32 [N, K]");
+    std::swap(bs[0], bs[1]);
+  }
   const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
   if (a_vec) as.insert(as.begin(), 1);
   if (b_vec) bs.push_back(1);
@@ -73,6 +81,11 @@ Status matmul(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& ou
   if (!a_vec) shape.push_back(M);
   if (!b_vec) shape.push_back(N);
   const bool fl = ir::dtype_is_float(in[0]->dtype());
+  // A fused bias (third input, [N]) and epilogue (ir/epilogue.h), on float products only.
+  const Tensor* bias_t = in.size() > 2 ? in[2] : nullptr;
+  if (bias_t != nullptr && (!fl || bias_t->numel() != N)) return tensor_error(n, "fused bias must be float [N]");
+  const std::vector<float> bias = bias_t != nullptr ? as_f32(*bias_t) : std::vector<float>();
+  const ir::Epilogue ep = ir::node_epilogue(n);
   Tensor y(in[0]->dtype(), shape);
   if (fl) {
     const bool f32 = in[0]->dtype() == DType::kF32 && in[1]->dtype() == DType::kF32;
@@ -89,12 +102,14 @@ Status matmul(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& ou
     std::vector<float> bt;
     int64_t bt_of = -1;
     for (size_t p = 0; p < oa.size(); ++p) {
-      if (ob[p] != bt_of) {
+      if (!b_rows && ob[p] != bt_of) {
         bt.resize(static_cast<size_t>(K * N));
         transpose_f32(b + ob[p] * K * N, bt.data(), K, N);
         bt_of = ob[p];
       }
-      gemm_f32_bt(a + oa[p] * M * K, bt.data(), nullptr, cp + static_cast<int64_t>(p) * M * N, M, N, K);
+      float* cm = cp + static_cast<int64_t>(p) * M * N;
+      gemm_f32_bt(a + oa[p] * M * K, b_rows ? b : bt.data(), bias_t != nullptr ? bias.data() : nullptr, cm, M, N, K);
+      apply_epilogue_f32(ep, cm, M * N);
     }
     if (!f32) {
       for (size_t i = 0; i < c.size(); ++i) ir::tensor_set_f64(y, static_cast<int64_t>(i), c[i]);
@@ -154,6 +169,7 @@ Status gemm(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
   std::vector<float> c(static_cast<size_t>(M * N));
   gemm_f32_bt(ap, bp, nullptr, c.data(), M, N, K);
   const double alpha = n.attr_float("alpha", 1.0), beta = n.attr_float("beta", 1.0);
+  const ir::Epilogue ep = ir::node_epilogue(n);
   Tensor y(a.dtype(), {M, N});
   if (y.dtype() == DType::kF32) {
     float* yp = y.numel() > 0 ? y.mutable_data<float>() : nullptr;
@@ -163,13 +179,13 @@ Status gemm(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
       if (!oc.empty()) {
         v += beta * (c_f32 ? in[2]->data<float>()[oc[static_cast<size_t>(i)]] : ir::tensor_get_f64(*in[2], oc[static_cast<size_t>(i)]));
       }
-      yp[i] = static_cast<float>(v);
+      yp[i] = static_cast<float>(ep.empty() ? v : ir::apply_epilogue(ep, v));
     }
   } else {
     for (int64_t i = 0; i < M * N; ++i) {
       double v = alpha * c[static_cast<size_t>(i)];
       if (!oc.empty()) v += beta * ir::tensor_get_f64(*in[2], oc[static_cast<size_t>(i)]);
-      ir::tensor_set_f64(y, i, v);
+      ir::tensor_set_f64(y, i, ir::apply_epilogue(ep, v));
     }
   }
   out[0] = std::move(y);

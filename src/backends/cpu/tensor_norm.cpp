@@ -24,6 +24,21 @@ Status batch_norm(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>
   }
   const double eps = n.attr_float("epsilon", 1e-5);
   Tensor y(x.dtype(), x.shape());
+  if (x.dtype() == ir::DType::kF32) {  // y = x * s[c] + t[c], s and t in double once a channel
+    const int64_t planes = x.numel() / std::max<int64_t>(inner, 1);
+    const float* xp = x.data<float>();
+    float* yp = y.mutable_data<float>();
+#pragma omp parallel for schedule(static) if (x.numel() > (1 << 16))
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      const int64_t c = pl % C;
+      const double s = ir::tensor_get_f64(*in[1], c) / std::sqrt(ir::tensor_get_f64(*in[4], c) + eps);
+      const double t = ir::tensor_get_f64(*in[2], c) - ir::tensor_get_f64(*in[3], c) * s;
+      const auto sf = static_cast<float>(s), tf = static_cast<float>(t);
+      for (int64_t j = 0; j < inner; ++j) yp[pl * inner + j] = xp[pl * inner + j] * sf + tf;
+    }
+    out[0] = std::move(y);
+    return Status::ok();
+  }
   for (int64_t i = 0; i < x.numel(); ++i) {
     const int64_t c = (i / inner) % C;
     const double v = (ir::tensor_get_f64(x, i) - ir::tensor_get_f64(*in[3], c)) /

@@ -7,6 +7,8 @@
 #include <limits>
 #include <numeric>
 
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/simd_exp.h"
 #include "backends/cpu/tensor_kernel.h"
 
 namespace kiln::cpu {
@@ -127,11 +129,63 @@ Status arg_reduce(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>
   return Status::ok();
 }
 
+// y = exp(x - mx) over n floats; returns their sum (in double). AVX2: eight at a time through
+// exp_avx2 (about 1 ulp), the tail through std::exp.
+__attribute__((target("avx2,fma"))) double exp_shifted_avx2(const float* x, float* y, int64_t n, float mx) {
+  const __m256 m = _mm256_set1_ps(mx);
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+    _mm256_storeu_ps(y + i, e);
+    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(s0, s1));
+  double sum = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+  for (; i < n; ++i) {
+    y[i] = static_cast<float>(std::exp(static_cast<double>(x[i]) - mx));
+    sum += y[i];
+  }
+  return sum;
+}
+
+// Softmax of f32 rows (the axis is the last one): max, exponentials once, one scale. Rows run in
+// parallel.
+void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t len) {
+  const bool avx2 = isa_active() >= Isa::kAvx2;
+#pragma omp parallel for schedule(static) if (rows * len > (1 << 15))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * len;
+    float* yr = y + r * len;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t a = 0; a < len; ++a) mx = std::max(mx, xr[a]);
+    double sum = 0.0;
+    if (avx2 && std::isfinite(mx)) {
+      sum = exp_shifted_avx2(xr, yr, len, mx);
+    } else {
+      for (int64_t a = 0; a < len; ++a) {
+        yr[a] = static_cast<float>(std::exp(static_cast<double>(xr[a]) - mx));
+        sum += yr[a];
+      }
+    }
+    const auto inv = static_cast<float>(1.0 / sum);
+    for (int64_t a = 0; a < len; ++a) yr[a] *= inv;
+  }
+}
+
 Status softmax(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
   const Tensor& x = *in[0];
   KILN_ASSIGN_OR_RETURN(int64_t axis, tensor_axis(n, n.attr_int("axis", -1), x.rank()));
   if (x.rank() == 0) return tensor_error(n, "needs a tensor of rank >= 1");
   const AxisView v = axis_view(x.shape(), axis);
+  if (n.op == "Softmax" && x.dtype() == DType::kF32 && v.inner == 1 && v.len > 0) {
+    Tensor y(x.dtype(), x.shape());
+    softmax_rows_f32(x.data<float>(), y.mutable_data<float>(), v.outer, v.len);
+    out[0] = std::move(y);
+    return Status::ok();
+  }
   const std::vector<double> xv = ir::tensor_to_f64(x);
   Tensor y(x.dtype(), x.shape());
   std::vector<double> row(static_cast<size_t>(v.len));

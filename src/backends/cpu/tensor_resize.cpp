@@ -1,5 +1,6 @@
 // The Resize tensor kernel: x [d0, d1, ...] -> y [o0, o1, ...], each axis resampled on its own
-// (nearest, linear and cubic interpolation are all separable), in double.
+// (nearest, linear and cubic interpolation are all separable), in double; an f32 resize in which
+// every output element copies one input element (nearest, or whole-number ratios) is a gather.
 //
 // Per axis: the output length o is sizes[d], or floor(in * scales[d]); the scale is scales[d] or
 // o / in. Output position i maps back to x_orig by the coordinate transformation mode (half_pixel:
@@ -142,6 +143,47 @@ std::vector<double> resample(const std::vector<double>& x, Shape& shape, size_t 
   return y;
 }
 
+// The input index each output position copies, when every output position of the axis takes one
+// input element whole (nearest, or any mode at a whole-number ratio); else empty.
+std::vector<int64_t> gather_index(const AxisTable& t) {
+  std::vector<int64_t> src(static_cast<size_t>(t.out_len), -1);
+  for (int64_t o = 0; o < t.out_len; ++o) {
+    if (t.outside[static_cast<size_t>(o)]) return {};
+    for (int64_t k = 0; k < t.taps; ++k) {
+      const size_t j = static_cast<size_t>(o * t.taps + k);
+      if (t.weight[j] == 0.0) continue;
+      if (t.weight[j] != 1.0 || src[static_cast<size_t>(o)] >= 0) return {};
+      src[static_cast<size_t>(o)] = t.index[j];
+    }
+    if (src[static_cast<size_t>(o)] < 0) return {};
+  }
+  return src;
+}
+
+// y = x gathered along every axis by `src` (one index list per axis), in f32: the whole resize
+// when every axis is a gather. Rows of the last axis run in parallel.
+void gather_f32(const Tensor& x, const std::vector<std::vector<int64_t>>& src, Tensor& y) {
+  const Shape& out = y.shape();
+  const size_t rank = out.size();
+  const std::vector<int64_t> xs = tensor_strides(x.shape());
+  const int64_t cols = out.back(), rows = y.numel() / std::max<int64_t>(cols, 1);
+  const float* xp = x.data<float>();
+  float* yp = y.mutable_data<float>();
+  const std::vector<int64_t>& last = src.back();
+#pragma omp parallel for schedule(static) if (y.numel() > (1 << 16))
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t off = 0, rest = r;
+    for (size_t d = rank - 1; d-- > 0;) {
+      const int64_t i = rest % out[d];
+      rest /= out[d];
+      off += src[d][static_cast<size_t>(i)] * xs[d];
+    }
+    const float* xr = xp + off;
+    float* yr = yp + r * cols;
+    for (int64_t c = 0; c < cols; ++c) yr[c] = xr[last[static_cast<size_t>(c)]];
+  }
+}
+
 const Tensor* present(const TensorInputs& in, size_t i) {
   return i < in.size() && in[i] != nullptr && in[i]->numel() > 0 ? in[i] : nullptr;
 }
@@ -195,6 +237,21 @@ Status resize(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& ou
     total *= t.out_len;
   }
   Shape shape = x.shape();
+  if (x.dtype() == ir::DType::kF32 && rank > 0 && total > 0) {
+    std::vector<std::vector<int64_t>> src;
+    for (const AxisTable& t : tables) {
+      src.push_back(gather_index(t));
+      if (src.back().empty()) break;
+    }
+    if (src.size() == rank && !src.back().empty()) {
+      Shape out_shape;
+      for (const AxisTable& t : tables) out_shape.push_back(t.out_len);
+      Tensor y(x.dtype(), out_shape);
+      gather_f32(x, src, y);
+      out[0] = std::move(y);
+      return Status::ok();
+    }
+  }
   std::vector<double> v = ir::tensor_to_f64(x);
   for (size_t d = 0; d < rank; ++d) {
     if (!tables[d].identity()) v = resample(v, shape, d, tables[d], m.extrapolation);

@@ -86,11 +86,11 @@ TEST_F(EngineFileTest, GarbageFile) {
 
 TEST_F(EngineFileTest, OtherFormatVersion) {
   std::vector<std::byte> bytes = good_;
-  bytes[kFormatVersionOffset] = std::byte{2};
+  bytes[kFormatVersionOffset] = std::byte{kFormatVersion + 1};
   reseal(bytes);
   expect_error(open_bytes(bytes), StatusCode::kInvalidArgument,
-               {path_ + " was written in engine format 2; this kiln " KILN_VERSION
-                        " reads format 1 — rebuild it with this kiln's `kiln build`"});
+               {path_ + " was written in engine format " + std::to_string(kFormatVersion + 1) + "; this kiln " KILN_VERSION
+                        " reads format " + std::to_string(kFormatVersion) + " — rebuild it with this kiln's `kiln build`"});
 }
 
 TEST_F(EngineFileTest, TruncatedData) {

@@ -1,0 +1,234 @@
+// The fusion passes (passes/fuse_subgraphs.cpp, fuse_epilogues.cpp, transpose_matmul_weights.cpp)
+// on small graphs written the way exporters write them: each graph runs through the CPU runner
+// before and after the passes, and must give the same outputs with the nodes the passes promise.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <random>
+
+#include "backends/cpu/tensor_graph_runner.h"
+#include "ir/epilogue.h"
+#include "ir/ops.h"
+#include "passes/pass.h"
+
+namespace kiln::cpu {
+namespace {
+
+ir::Tensor random_tensor(const ir::Shape& shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  ir::Tensor t(ir::DType::kF32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data<float>()[i] = dist(rng);
+  return t;
+}
+
+// A graph under construction, with helpers for constants and nodes.
+struct Builder {
+  ir::Graph g;
+  int next = 0;
+
+  ir::ValueId input(const std::string& name, const ir::Shape& shape) {
+    const ir::ValueId v = g.add_value(name, ir::DType::kF32, shape);
+    g.inputs().push_back(v);
+    return v;
+  }
+  ir::ValueId constant(const ir::Tensor& t) {
+    ir::WeightEntry w;
+    w.shape = t.shape();
+    w.load = [t]() -> Expected<std::vector<float>> { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); };
+    return g.add_weight("c" + std::to_string(next++), std::move(w));
+  }
+  ir::ValueId scalar(float v) {
+    ir::Tensor t(ir::DType::kF32, {});
+    t.mutable_data<float>()[0] = v;
+    return constant(t);
+  }
+  ir::ValueId axes(std::vector<int64_t> a) {
+    ir::WeightEntry w;
+    w.shape = {static_cast<int64_t>(a.size())};
+    w.dtype = ir::DType::kI64;
+    w.load_bytes = [a]() -> Expected<std::vector<std::byte>> {
+      std::vector<std::byte> b(a.size() * sizeof(int64_t));
+      std::memcpy(b.data(), a.data(), b.size());
+      return b;
+    };
+    return g.add_weight("c" + std::to_string(next++), std::move(w));
+  }
+  ir::ValueId node(const std::string& op, std::vector<ir::ValueId> in, std::map<std::string, ir::Attr> attrs = {}) {
+    const std::string name = op + std::to_string(next++);
+    const ir::ValueId out = g.add_value(name + ".out", ir::DType::kF32, {});
+    g.value(out).shape_known = false;
+    ir::Node n;
+    n.op = op;
+    n.name = name;
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    n.attrs = std::move(attrs);
+    g.nodes().push_back(std::move(n));
+    return out;
+  }
+};
+
+// Runs `graph` on `inputs` with its weights produced by their loaders (as the engine writer would
+// store them).
+std::vector<ir::Tensor> run_graph(ir::Graph graph, const std::map<std::string, ir::Tensor>& inputs) {
+  std::deque<std::vector<std::byte>> storage;
+  for (auto& [name, w] : graph.weights()) {
+    std::vector<std::byte> bytes;
+    if (w.dtype == ir::DType::kF32) {
+      auto v = w.load();
+      EXPECT_TRUE(v) << name;
+      if (!v) return {};
+      bytes.resize(v->size() * sizeof(float));
+      std::memcpy(bytes.data(), v->data(), bytes.size());
+    } else {
+      auto v = w.load_bytes();
+      EXPECT_TRUE(v) << name;
+      if (!v) return {};
+      bytes = std::move(*v);
+    }
+    storage.push_back(std::move(bytes));
+    w.stored = std::span<const std::byte>(storage.back());
+  }
+  auto runner = TensorGraphRunner::create(graph);
+  EXPECT_TRUE(runner) << runner.status().message();
+  if (!runner) return {};
+  auto out = (*runner)->run(inputs);
+  EXPECT_TRUE(out) << out.status().message();
+  std::vector<ir::Tensor> result;
+  if (out) {
+    for (auto& [name, t] : *out) result.push_back(t);
+  }
+  return result;
+}
+
+Status run_fusions(ir::Graph& g) {
+  passes::PassContext ctx;
+  KILN_RETURN_IF_ERROR(passes::run_fuse_subgraphs(g, ctx));
+  KILN_RETURN_IF_ERROR(passes::run_fuse_epilogues(g, ctx));
+  KILN_RETURN_IF_ERROR(passes::run_transpose_matmul_weights(g, ctx));
+  KILN_RETURN_IF_ERROR(passes::run_eliminate_dead_nodes(g, ctx));
+  return ir::verify(g);
+}
+
+// Runs the graph, fuses it, runs it again; the outputs must agree within `tolerance` (relative to
+// 1 + |value|). Returns the fused graph's ops in order.
+std::vector<std::string> fuse_and_compare(Builder& b, const std::map<std::string, ir::Tensor>& inputs,
+                                          double tolerance = 2e-6) {
+  const std::vector<ir::Tensor> before = run_graph(b.g, inputs);
+  EXPECT_TRUE(run_fusions(b.g).is_ok());
+  const std::vector<ir::Tensor> after = run_graph(b.g, inputs);
+  EXPECT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < std::min(before.size(), after.size()); ++i) {
+    EXPECT_EQ(before[i].shape(), after[i].shape());
+    if (before[i].shape() != after[i].shape()) continue;
+    double worst = 0.0;
+    for (int64_t j = 0; j < before[i].numel(); ++j) {
+      const double want = ir::tensor_get_f64(before[i], j), got = ir::tensor_get_f64(after[i], j);
+      worst = std::max(worst, std::fabs(got - want) / (1.0 + std::fabs(want)));
+    }
+    EXPECT_LE(worst, tolerance) << "output " << i;
+  }
+  std::vector<std::string> ops;
+  for (const auto& n : b.g.nodes()) ops.push_back(n.op);
+  return ops;
+}
+
+// x * Clip(x + 3, 0, 6) / 6, as PyTorch's and Paddle's exporters write HardSwish.
+ir::ValueId hard_swish_subgraph(Builder& b, ir::ValueId x) {
+  const ir::ValueId c = b.node("Clip", {b.node("Add", {x, b.scalar(3.0f)}), b.scalar(0.0f), b.scalar(6.0f)});
+  return b.node("Div", {b.node("Mul", {x, c}), b.scalar(6.0f)});
+}
+
+TEST(FuseGraph, ConvWithAffineHardSwishAndAffineBecomesOneConv) {
+  for (int64_t group : {1, 4}) {  // a dense and a depthwise convolution
+    SCOPED_TRACE("group " + std::to_string(group));
+    Builder b;
+    const ir::ValueId x = b.input("x", {2, 4, 9, 11});
+    const ir::ValueId y = b.node("Conv", {x, b.constant(random_tensor({4, 4 / group, 3, 3}, 1)), b.constant(random_tensor({4}, 2))},
+                                 {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                                  {"group", group}});
+    // Paddle's learnable affine around the activation: a scalar scale, a per-channel shift.
+    const ir::ValueId a = b.node("Add", {b.node("Mul", {b.scalar(1.7f), y}), b.constant(random_tensor({1, 4, 1, 1}, 3))});
+    const ir::ValueId h = hard_swish_subgraph(b, a);
+    b.g.outputs() = {b.node("Add", {b.node("Mul", {h, b.scalar(0.6f)}), b.scalar(-0.2f)})};
+    const auto ops = fuse_and_compare(b, {{"x", random_tensor({2, 4, 9, 11}, 4, -3, 3)}});
+    EXPECT_EQ(ops, std::vector<std::string>{"Conv"});
+    const ir::Epilogue e = ir::node_epilogue(b.g.nodes()[0]);
+    EXPECT_EQ(e.activation, ir::Activation::kHardSwish);
+    EXPECT_NEAR(e.scale, 0.6, 1e-7);
+    EXPECT_NEAR(e.shift, -0.2, 1e-7);
+  }
+}
+
+TEST(FuseGraph, ConvTransposeWithBiasBatchNormAndReluBecomesOneNode) {
+  Builder b;
+  const ir::ValueId x = b.input("x", {1, 3, 5, 6});
+  const ir::ValueId y = b.node("ConvTranspose", {x, b.constant(random_tensor({3, 4, 2, 2}, 1))},
+                               {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}});
+  const ir::ValueId biased = b.node("Add", {y, b.constant(random_tensor({1, 4, 1, 1}, 2))});
+  const ir::ValueId bn = b.node("BatchNormalization",
+                                {biased, b.constant(random_tensor({4}, 3, 0.5f, 2.0f)), b.constant(random_tensor({4}, 4)),
+                                 b.constant(random_tensor({4}, 5)), b.constant(random_tensor({4}, 6, 0.1f, 2.0f))},
+                                {{"epsilon", 1e-5}});
+  b.g.outputs() = {b.node("Relu", {bn})};
+  EXPECT_EQ(fuse_and_compare(b, {{"x", random_tensor({1, 3, 5, 6}, 7)}}), std::vector<std::string>{"ConvTranspose"});
+}
+
+TEST(FuseGraph, MatMulWithBiasAndSwishBecomesOneMatMulOnTransposedWeights) {
+  Builder b;
+  const ir::ValueId x = b.input("x", {2, 5, 12});
+  const ir::ValueId y = b.node("Add", {b.node("MatMul", {x, b.constant(random_tensor({12, 7}, 1))}), b.constant(random_tensor({7}, 2))});
+  const ir::ValueId s = b.node("Sigmoid", {b.node("Mul", {y, b.scalar(1.0f)})});
+  b.g.outputs() = {b.node("Mul", {y, s})};
+  EXPECT_EQ(fuse_and_compare(b, {{"x", random_tensor({2, 5, 12}, 3)}}), std::vector<std::string>{"MatMul"});
+  const ir::Node& mm = b.g.nodes()[0];
+  EXPECT_EQ(mm.inputs.size(), 3u);
+  EXPECT_EQ(mm.attr_int("kiln.b_transposed"), 1);
+  EXPECT_EQ(b.g.weight(mm.inputs[1]).shape, (ir::Shape{7, 12}));
+  EXPECT_EQ(ir::node_epilogue(mm).activation, ir::Activation::kSwish);
+}
+
+TEST(FuseGraph, GeluInTheExportersOrdersBecomesGelu) {
+  for (int order = 0; order < 3; ++order) {
+    SCOPED_TRACE("order " + std::to_string(order));
+    Builder b;
+    const ir::ValueId x = b.input("x", {3, 17});
+    const ir::ValueId e = b.node("Erf", {b.node("Div", {x, b.scalar(1.4142135f)})});
+    const ir::ValueId a = b.node("Add", {e, b.scalar(1.0f)});
+    ir::ValueId y;
+    if (order == 0) y = b.node("Mul", {b.node("Mul", {x, a}), b.scalar(0.5f)});
+    if (order == 1) y = b.node("Mul", {b.node("Mul", {x, b.scalar(0.5f)}), a});
+    if (order == 2) y = b.node("Mul", {x, b.node("Mul", {a, b.scalar(0.5f)})});
+    b.g.outputs() = {b.node("Relu", {y})};  // a reader, so that Gelu is not the graph's last node
+    EXPECT_EQ(fuse_and_compare(b, {{"x", random_tensor({3, 17}, 1, -4, 4)}}),
+              (std::vector<std::string>{"Gelu", "Relu"}));
+  }
+}
+
+TEST(FuseGraph, LayerNormSubgraphBecomesLayerNormalization) {
+  Builder b;
+  const ir::ValueId x = b.input("x", {2, 3, 16});
+  const ir::ValueId mean = b.node("ReduceMean", {x, b.axes({-1})}, {{"keepdims", int64_t{1}}});
+  const ir::ValueId d = b.node("Sub", {x, mean});
+  const ir::ValueId var = b.node("ReduceMean", {b.node("Pow", {d, b.scalar(2.0f)}), b.axes({-1})}, {{"keepdims", int64_t{1}}});
+  const ir::ValueId norm = b.node("Div", {d, b.node("Sqrt", {b.node("Add", {var, b.scalar(1e-5f)})})});
+  b.g.outputs() = {b.node("Add", {b.node("Mul", {norm, b.constant(random_tensor({16}, 1))}), b.constant(random_tensor({16}, 2))})};
+  EXPECT_EQ(fuse_and_compare(b, {{"x", random_tensor({2, 3, 16}, 3, -2, 5)}}, 1e-5),
+            std::vector<std::string>{"LayerNormalization"});
+}
+
+TEST(FuseGraph, ValuesReadOutsideTheSubgraphStopTheFusion) {
+  Builder b;
+  const ir::ValueId x = b.input("x", {2, 4, 5, 5});
+  const ir::ValueId y = b.node("Conv", {x, b.constant(random_tensor({4, 4, 1, 1}, 1))}, {{"kernel_shape", std::vector<int64_t>{1, 1}}});
+  const ir::ValueId r = b.node("Relu", {y});
+  b.g.outputs() = {r, y};  // the convolution's own output is wanted too
+  EXPECT_EQ(fuse_and_compare(b, {{"x", random_tensor({2, 4, 5, 5}, 2)}}), (std::vector<std::string>{"Conv", "Relu"}));
+  EXPECT_TRUE(ir::node_epilogue(b.g.nodes()[0]).empty());
+}
+
+}  // namespace
+}  // namespace kiln::cpu

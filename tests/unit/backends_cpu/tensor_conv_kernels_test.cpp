@@ -1,0 +1,266 @@
+// The f32 fast paths of the general-graph kernels (conv_gemm.h behind Conv and ConvTranspose,
+// the depthwise kernel, fused epilogues, the Resize gather, row Softmax, BatchNormalization),
+// each against a plain double-precision reference computed here or against the kernel's own
+// f64 path, over odd sizes, on every ISA this CPU has.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/tensor_kernel.h"
+#include "ir/epilogue.h"
+
+namespace kiln::cpu {
+namespace {
+
+ir::Tensor random_tensor(const ir::Shape& shape, uint32_t seed, ir::DType dtype = ir::DType::kF32) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  ir::Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) ir::tensor_set_f64(t, i, dist(rng));
+  return t;
+}
+
+ir::Tensor as_f64(const ir::Tensor& t) {
+  ir::Tensor d(ir::DType::kF64, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) ir::tensor_set_f64(d, i, ir::tensor_get_f64(t, i));
+  return d;
+}
+
+ir::Tensor run(const ir::Node& n, const std::vector<const ir::Tensor*>& in) {
+  std::vector<ir::Tensor> out;
+  const Status st = tensor_run_node(n, in, out);
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  return out.empty() ? ir::Tensor() : std::move(out[0]);
+}
+
+// Largest |got - want| / (1 + |want|).
+double worst(const ir::Tensor& got, const ir::Tensor& want) {
+  EXPECT_EQ(got.shape(), want.shape());
+  if (got.shape() != want.shape()) return 1e9;
+  double w = 0.0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double a = ir::tensor_get_f64(got, i), b = ir::tensor_get_f64(want, i);
+    w = std::max(w, std::fabs(a - b) / (1.0 + std::fabs(b)));
+  }
+  return w;
+}
+
+// Every ISA this CPU runs, from the best down.
+std::vector<Isa> isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
+    if (isa_override(isa).is_ok()) out.push_back(isa);
+  }
+  EXPECT_TRUE(isa_override(std::nullopt).is_ok());
+  return out;
+}
+
+struct ConvCase {
+  ir::Shape x, w;
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t group;
+};
+
+// Conv in double, from the definition: y[b, m, o] = bias[m] + sum over the group's channels and
+// kernel positions inside the (padded) input.
+ir::Tensor conv_reference(const ir::Tensor& x, const ir::Tensor& w, const ir::Tensor& bias, const ConvCase& c,
+                          const ir::Epilogue& ep) {
+  const size_t d = c.x.size() - 2;
+  const int64_t N = c.x[0], C = c.x[1], M = c.w[0], cg = C / c.group, mg = M / c.group;
+  ir::Shape out = {N, M};
+  for (size_t i = 0; i < d; ++i) {
+    const int64_t ext = (c.w[i + 2] - 1) * c.dilations[i] + 1;
+    out.push_back((c.x[i + 2] + c.pads[i] + c.pads[i + d] - ext) / c.strides[i] + 1);
+  }
+  ir::Tensor y(ir::DType::kF32, out);
+  const int64_t out_sp = y.numel() / (N * M);
+  std::vector<int64_t> o(d), k(d);
+  for (int64_t b = 0; b < N; ++b) {
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t oi = 0; oi < out_sp; ++oi) {
+        int64_t rest = oi;
+        for (size_t i = d; i-- > 0;) o[i] = rest % out[i + 2], rest /= out[i + 2];
+        double s = ir::tensor_get_f64(bias, m);
+        const int64_t k_sp = w.numel() / (M * cg);
+        for (int64_t ch = 0; ch < cg; ++ch) {
+          for (int64_t ki = 0; ki < k_sp; ++ki) {
+            int64_t kr = ki, off = 0, stride = 1;
+            bool inside = true;
+            for (size_t i = d; i-- > 0;) {
+              k[i] = kr % c.w[i + 2], kr /= c.w[i + 2];
+              const int64_t p = o[i] * c.strides[i] - c.pads[i] + k[i] * c.dilations[i];
+              inside = inside && p >= 0 && p < c.x[i + 2];
+              off += p * stride;
+              stride *= c.x[i + 2];
+            }
+            if (!inside) continue;
+            const int64_t in_sp = stride;
+            s += ir::tensor_get_f64(x, (b * C + (m / mg) * cg + ch) * in_sp + off) *
+                 ir::tensor_get_f64(w, (m * cg + ch) * k_sp + ki);
+          }
+        }
+        ir::tensor_set_f64(y, (b * M + m) * out_sp + oi, ir::apply_epilogue(ep, s));
+      }
+    }
+  }
+  return y;
+}
+
+ir::Node conv_node(const ConvCase& c, const ir::Epilogue& ep) {
+  ir::Node n;
+  n.op = "Conv";
+  n.name = "conv";
+  n.outputs.resize(1);
+  n.attrs = {{"strides", c.strides}, {"pads", c.pads}, {"dilations", c.dilations}, {"group", c.group},
+             {"kernel_shape", ir::Shape(c.w.begin() + 2, c.w.end())}};
+  ir::set_node_epilogue(n, ep);
+  return n;
+}
+
+std::vector<ir::Epilogue> epilogues() {
+  std::vector<ir::Epilogue> out(5);
+  out[1].activation = ir::Activation::kRelu;
+  out[2].activation = ir::Activation::kHardSwish;
+  out[2].scale = 0.75;
+  out[2].shift = -0.25;
+  out[3].activation = ir::Activation::kSwish;
+  out[3].alpha = 1.5;
+  out[4].activation = ir::Activation::kClip;
+  out[4].alpha = -0.2;
+  out[4].beta = 0.3;
+  return out;
+}
+
+TEST(ConvKernels, MatchTheDefinitionOverShapesEpiloguesAndIsas) {
+  const std::vector<ConvCase> cases = {
+      {{1, 16, 9, 13}, {7, 16, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},        // 1x1: the image is the patch matrix
+      {{2, 3, 11, 10}, {5, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},         // 3x3, stride 2
+      {{1, 6, 12, 17}, {10, 3, 3, 3}, {1, 1}, {2, 0, 1, 2}, {2, 2}, 2},         // groups, dilation, uneven pads
+      {{1, 5, 8, 70}, {4, 5, 1, 3}, {1, 3}, {0, 1, 0, 1}, {1, 1}, 1},          // wide rows, stride 3 across
+      {{1, 8, 7, 9}, {8, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8},           // depthwise
+      {{2, 6, 9, 8}, {6, 1, 5, 5}, {2, 1}, {2, 2, 2, 2}, {1, 1}, 6},           // depthwise 5x5, stride 2 down
+      {{1, 4, 131}, {6, 4, 3}, {2}, {1, 1}, {1}, 1},                           // 1-D: the tap table
+      {{1, 2, 4, 5, 6}, {3, 2, 2, 3, 2}, {1, 2, 1}, {0, 1, 1, 1, 0, 0}, {1, 1, 2}, 1},  // 3-D
+  };
+  for (Isa isa : isas()) {
+    ASSERT_TRUE(isa_override(isa).is_ok());
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+      const ConvCase& c = cases[ci];
+      const ir::Tensor x = random_tensor(c.x, 10 + ci), w = random_tensor(c.w, 20 + ci);
+      const ir::Tensor bias = random_tensor({c.w[0]}, 30 + ci);
+      for (const ir::Epilogue& ep : epilogues()) {
+        SCOPED_TRACE("isa " + std::string(isa_name(isa)) + ", case " + std::to_string(ci) + ", activation " +
+                     ir::activation_name(ep.activation));
+        const ir::Tensor got = run(conv_node(c, ep), {&x, &w, &bias});
+        EXPECT_LE(worst(got, conv_reference(x, w, bias, c, ep)), 2e-6);
+      }
+    }
+  }
+  ASSERT_TRUE(isa_override(std::nullopt).is_ok());
+}
+
+TEST(ConvKernels, ConvTransposeMatchesItsDoublePath) {
+  struct Case {
+    ir::Shape x, w;
+    std::vector<int64_t> strides, pads;
+    int64_t group;
+  };
+  const std::vector<Case> cases = {
+      {{1, 6, 7, 9}, {6, 4, 2, 2}, {2, 2}, {0, 0, 0, 0}, 1},   // the segmentation heads' 2x upsampling
+      {{2, 4, 5, 6}, {4, 3, 3, 3}, {2, 1}, {1, 0, 1, 1}, 2},   // overlapping taps, groups, padding
+      {{1, 3, 70}, {3, 5, 4}, {3}, {1, 2}, 1},                 // 1-D
+  };
+  for (Isa isa : isas()) {
+    ASSERT_TRUE(isa_override(isa).is_ok());
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+      const Case& c = cases[ci];
+      ir::Node n;
+      n.op = "ConvTranspose";
+      n.name = "deconv";
+      n.outputs.resize(1);
+      n.attrs = {{"strides", c.strides}, {"pads", c.pads}, {"group", c.group},
+                 {"kernel_shape", ir::Shape(c.w.begin() + 2, c.w.end())}};
+      for (const ir::Epilogue& ep : epilogues()) {
+        SCOPED_TRACE("isa " + std::string(isa_name(isa)) + ", case " + std::to_string(ci));
+        ir::set_node_epilogue(n, ep);
+        const ir::Tensor x = random_tensor(c.x, 40 + ci), w = random_tensor(c.w, 50 + ci);
+        const ir::Tensor bias = random_tensor({c.w[1] * c.group}, 60 + ci);
+        const ir::Tensor x64 = as_f64(x), w64 = as_f64(w), b64 = as_f64(bias);
+        EXPECT_LE(worst(run(n, {&x, &w, &bias}), run(n, {&x64, &w64, &b64})), 2e-6);
+      }
+    }
+  }
+  ASSERT_TRUE(isa_override(std::nullopt).is_ok());
+}
+
+TEST(ConvKernels, MatMulBiasAndEpilogueMatchTheSeparateNodes) {
+  const ir::Tensor a = random_tensor({3, 5, 13}, 1), b = random_tensor({13, 70}, 2), bias = random_tensor({70}, 3);
+  ir::Node mm;
+  mm.op = "MatMul";
+  mm.name = "mm";
+  mm.outputs.resize(1);
+  const ir::Tensor plain = run(mm, {&a, &b});
+  for (const ir::Epilogue& ep : epilogues()) {
+    ir::Node fused = mm;
+    ir::set_node_epilogue(fused, ep);
+    const ir::Tensor got = run(fused, {&a, &b, &bias});
+    ir::Tensor want(ir::DType::kF32, plain.shape());
+    for (int64_t i = 0; i < plain.numel(); ++i) {
+      ir::tensor_set_f64(want, i, ir::apply_epilogue(ep, ir::tensor_get_f64(plain, i) + bias.data<float>()[i % 70]));
+    }
+    EXPECT_LE(worst(got, want), 1e-6) << ir::activation_name(ep.activation);
+  }
+  // The same product with the weight stored as rows ([N, K]), as the build stores constant ones.
+  ir::Tensor bt(ir::DType::kF32, {70, 13});
+  for (int64_t k = 0; k < 13; ++k) {
+    for (int64_t n = 0; n < 70; ++n) bt.mutable_data<float>()[n * 13 + k] = b.data<float>()[k * 70 + n];
+  }
+  ir::Node rows = mm;
+  rows.attrs["kiln.b_transposed"] = int64_t{1};
+  EXPECT_EQ(worst(run(rows, {&a, &bt}), plain), 0.0);
+}
+
+TEST(ConvKernels, ResizeGatherSoftmaxAndBatchNormMatchTheirDoublePaths) {
+  // Nearest resize at whole and fractional ratios (a gather), and linear (not one).
+  const ir::Tensor x = random_tensor({2, 3, 5, 7}, 7), x64 = as_f64(x);
+  for (const auto& [mode, scales] : std::vector<std::pair<std::string, std::vector<float>>>{
+           {"nearest", {1, 1, 2, 2}}, {"nearest", {1, 1, 1.5f, 0.75f}}, {"linear", {1, 1, 2, 3}}}) {
+    ir::Node n;
+    n.op = "Resize";
+    n.name = "resize";
+    n.outputs.resize(1);
+    n.attrs = {{"mode", mode}, {"coordinate_transformation_mode", std::string("asymmetric")},
+               {"nearest_mode", std::string("floor")}};
+    ir::Tensor s(ir::DType::kF32, {4});
+    std::copy(scales.begin(), scales.end(), s.mutable_data<float>());
+    const ir::Tensor got = run(n, {&x, nullptr, &s}), want = run(n, {&x64, nullptr, &s});
+    EXPECT_LE(worst(got, want), 1e-7) << mode;
+  }
+  // Softmax over the last axis: rows shorter and longer than a vector, large and -inf inputs.
+  ir::Tensor logits = random_tensor({5, 37}, 8);
+  for (int64_t i = 0; i < 37; ++i) logits.mutable_data<float>()[i] *= 200.0f;
+  logits.mutable_data<float>()[40] = -std::numeric_limits<float>::infinity();
+  ir::Node sm;
+  sm.op = "Softmax";
+  sm.name = "softmax";
+  sm.outputs.resize(1);
+  const ir::Tensor l64 = as_f64(logits);
+  EXPECT_LE(worst(run(sm, {&logits}), run(sm, {&l64})), 1e-6);
+  // BatchNormalization on f32 against f64.
+  const ir::Tensor bx = random_tensor({2, 4, 3, 5}, 9);
+  const ir::Tensor scale = random_tensor({4}, 10), shift = random_tensor({4}, 11), mean = random_tensor({4}, 12);
+  ir::Tensor var = random_tensor({4}, 13);
+  for (int64_t i = 0; i < 4; ++i) var.mutable_data<float>()[i] = std::fabs(var.data<float>()[i]) + 0.1f;
+  ir::Node bn;
+  bn.op = "BatchNormalization";
+  bn.name = "bn";
+  bn.outputs.resize(1);
+  const ir::Tensor bx64 = as_f64(bx);
+  EXPECT_LE(worst(run(bn, {&bx, &scale, &shift, &mean, &var}), run(bn, {&bx64, &scale, &shift, &mean, &var})), 1e-6);
+}
+
+}  // namespace
+}  // namespace kiln::cpu
