@@ -1,5 +1,6 @@
-// Shared pieces of the real-model checks: NumPy .npy files (f32, C order), a deterministic
-// input, ONNX Runtime (npm onnxruntime-node) as the reference, and running the kiln binary.
+// Shared pieces of the real-model checks: NumPy .npy files (f32 read; f32 and int64 written, C
+// order), a deterministic input, ONNX Runtime (npm onnxruntime-node) as the reference, and
+// running the kiln binary.
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -20,8 +21,10 @@ export function onnxRuntime() {
   return createRequire(path.join(modelsDir, 'package.json'))('onnxruntime-node');
 }
 
+// Writes `data` (a Float32Array, or a BigInt64Array as int64) as a C-order .npy file.
 export function writeNpy(file, data, shape) {
-  let header = `{'descr': '<f4', 'fortran_order': False, 'shape': (${shape.join(', ')}${shape.length === 1 ? ',' : ''}), }`;
+  const descr = data instanceof BigInt64Array ? '<i8' : '<f4';
+  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${shape.join(', ')}${shape.length === 1 ? ',' : ''}), }`;
   while ((10 + header.length + 1) % 64 !== 0) header += ' ';
   header += '\n';
   const pre = Buffer.alloc(10);
