@@ -180,8 +180,10 @@ class Importer {
       return unsupported("the node's first input is missing");
     }
     // Outputs: values typed as declared (value_info / graph outputs) where ONNX says, else found at run time.
-    const ir::DType default_dtype = !node.inputs.empty() && node.inputs[0] != ir::kNoValue
-                                        ? g_.value(node.inputs[0]).dtype
+    // Where's first input is its bool condition; its values come from the second.
+    const size_t typed_by = proto.op_type() == "Where" && node.inputs.size() > 1 ? 1 : 0;
+    const ir::DType default_dtype = node.inputs.size() > typed_by && node.inputs[typed_by] != ir::kNoValue
+                                        ? g_.value(node.inputs[typed_by]).dtype
                                         : ir::DType::kF32;
     std::vector<std::string> output_names;
     for (const auto& o : proto.output()) {

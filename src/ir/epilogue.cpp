@@ -14,6 +14,7 @@ constexpr Named kNames[] = {
     {Activation::kRelu, "Relu"},       {Activation::kLeakyRelu, "LeakyRelu"},     {Activation::kSigmoid, "Sigmoid"},
     {Activation::kTanh, "Tanh"},       {Activation::kHardSigmoid, "HardSigmoid"}, {Activation::kHardSwish, "HardSwish"},
     {Activation::kClip, "Clip"},       {Activation::kSwish, "Swish"},             {Activation::kGelu, "Gelu"},
+    {Activation::kGeluTanh, "GeluTanh"},
 };
 
 }  // namespace
@@ -66,6 +67,7 @@ double apply_epilogue(const Epilogue& e, double y) {
     case Activation::kClip: y = std::clamp(y, e.alpha, e.beta); break;
     case Activation::kSwish: y = y / (1.0 + std::exp(-e.alpha * y)); break;
     case Activation::kGelu: y = 0.5 * y * (1.0 + std::erf(y / std::sqrt(2.0))); break;
+    case Activation::kGeluTanh: y = 0.5 * y * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (y + 0.044715 * y * y * y))); break;
   }
   return y * e.scale + e.shift;
 }

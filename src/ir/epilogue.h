@@ -14,7 +14,9 @@
 
 namespace kiln::ir {
 
-enum class Activation { kNone, kRelu, kLeakyRelu, kSigmoid, kTanh, kHardSigmoid, kHardSwish, kClip, kSwish, kGelu };
+enum class Activation {
+  kNone, kRelu, kLeakyRelu, kSigmoid, kTanh, kHardSigmoid, kHardSwish, kClip, kSwish, kGelu, kGeluTanh
+};
 
 struct Epilogue {
   Activation activation = Activation::kNone;
@@ -26,7 +28,8 @@ struct Epilogue {
   bool empty() const { return activation == Activation::kNone && scale == 1.0 && shift == 0.0; }
 };
 
-// The activation named `op` ("Relu", "HardSwish", ...; also "Swish"), or nullopt.
+// The activation named `op` ("Relu", "HardSwish", ...; also "Swish", and "GeluTanh" for Gelu's
+// tanh approximation), or nullopt.
 std::optional<Activation> activation_from_name(const std::string& op);
 const char* activation_name(Activation a);
 

@@ -2,7 +2,9 @@
 // as in the ONNX operator specification at its latest opset (the importer's translators rewrite
 // older opset forms into that one, e.g. Squeeze's `axes` attribute into its second input).
 // Attributes keep their ONNX names and types; an ONNX tensor attribute becomes a weight input
-// or a scalar attribute, as the translator says.
+// or a scalar attribute, as the translator says. Ops named "kiln.*" (kiln.Attention) and the
+// "kiln." attributes of fused epilogues (ir/epilogue.h) are the build's own: passes make them,
+// and the ONNX importer never reads them from a file.
 //
 // Shapes: an imported value carries the shape ONNX declares or infers (possibly symbolic or of
 // unknown rank); kernels see concrete shapes at run time and check them there, naming the node.

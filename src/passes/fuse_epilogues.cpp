@@ -7,7 +7,7 @@
 //        W'[m] = W[m] * s[m],  B'[m] = B[m] * s[m] + t[m]
 //      MatMul with a constant [K, N] weight: an Add of a constant [N] becomes its bias input.
 //   2. One activation (ir/epilogue.h): Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish,
-//      Gelu (exact), Clip with constant bounds, or Swish, written y * Sigmoid(y) or
+//      Gelu (either form), Clip with constant bounds, or Swish, written y * Sigmoid(y) or
 //      y * Sigmoid(y * c).
 //   3. Mul, Div, Add and Sub by scalar constants: the epilogue's scale and shift.
 // The absorbed nodes are removed; the product takes the last one's output.
@@ -165,7 +165,7 @@ std::optional<ir::Epilogue> activation_of(const Graph& g, const Node& n) {
       e.beta = n.attr_float("beta", 0.5);
       break;
     case ir::Activation::kGelu:
-      if (n.attr_str("approximate", "none") != "none") return std::nullopt;
+      if (n.attr_str("approximate", "none") == "tanh") e.activation = ir::Activation::kGeluTanh;
       break;
     case ir::Activation::kClip: {
       e.alpha = -std::numeric_limits<double>::infinity();

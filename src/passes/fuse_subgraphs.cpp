@@ -1,6 +1,7 @@
 // Subgraphs that exporters write for one operation become that operation (inference graphs):
 //   HardSwish:  x * Clip(x + 3, 0, 6) / 6  (or * 1/6),  x * HardSigmoid(x, 1/6, 1/2)
-//   Gelu:       x * 0.5 * (1 + Erf(x / sqrt(2)))  in the orders the PyTorch exporters write
+//   Gelu:       x * 0.5 * (1 + Erf(x / sqrt(2)))  in the orders the PyTorch exporters write, and
+//               the tanh form x * 0.5 * (1 + Tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
 //   LayerNormalization over the last axis:
 //       m = ReduceMean(x), d = x - m, v = ReduceMean(d^2) (Pow 2 or d * d),
 //       y = d / Sqrt(v + epsilon) [* gamma [+ beta]]
@@ -77,8 +78,35 @@ bool match_hard_swish(Graph& g, size_t ri, std::vector<bool>& dead) {
   return false;
 }
 
-// Rooted at Erf(d), d = x / sqrt(2) or x * (1 / sqrt(2)); a = Erf + 1; then
-// Mul(Mul(x, a), 0.5), Mul(Mul(x, 0.5), a) or Mul(x, Mul(a, 0.5)). The last Mul becomes Gelu(x).
+// The end both Gelu forms share: a = 1 + f(x) (read only here), then
+// Mul(Mul(x, a), 0.5), Mul(Mul(x, 0.5), a) or Mul(x, Mul(a, 0.5)). Returns the last Mul's index and
+// adds the one before it to `absorbed`, or -1.
+int64_t match_half_x_times(const Graph& g, ValueId a, ValueId x, std::vector<int64_t>& absorbed) {
+  const int64_t m1 = sole_reader(g, a, "Mul");
+  if (m1 < 0) return -1;
+  const Node& n1 = g.nodes()[static_cast<size_t>(m1)];
+  const ValueId o1 = other_input(n1, a);
+  if (o1 == x) {  // (x * a) * 0.5
+    const int64_t m2 = sole_reader(g, n1.outputs[0], "Mul");
+    if (m2 < 0 || !is_scalar(g, other_input(g.nodes()[static_cast<size_t>(m2)], n1.outputs[0]), 0.5)) return -1;
+    absorbed.push_back(m1);
+    return m2;
+  }
+  if (is_scalar(g, o1, 0.5)) {  // x * (a * 0.5)
+    const int64_t m2 = sole_reader(g, n1.outputs[0], "Mul");
+    if (m2 < 0 || other_input(g.nodes()[static_cast<size_t>(m2)], n1.outputs[0]) != x) return -1;
+    absorbed.push_back(m1);
+    return m2;
+  }
+  const int64_t hi = private_producer(g, o1, "Mul");  // (x * 0.5) * a
+  if (hi < 0) return -1;
+  const Node& h = g.nodes()[static_cast<size_t>(hi)];
+  if (other_input(h, x) == ir::kNoValue || !is_scalar(g, other_input(h, x), 0.5)) return -1;
+  absorbed.push_back(hi);
+  return m1;
+}
+
+// Rooted at Erf(d), d = x / sqrt(2) or x * (1 / sqrt(2)); a = Erf + 1; then the shared end.
 bool match_gelu(Graph& g, size_t ei, std::vector<bool>& dead) {
   const Node& erf = g.nodes()[ei];
   if (erf.op != "Erf") return false;
@@ -92,37 +120,58 @@ bool match_gelu(Graph& g, size_t ei, std::vector<bool>& dead) {
   if (x == ir::kNoValue) return false;
   const int64_t ai = sole_reader(g, erf.outputs[0], "Add");
   if (ai < 0 || !is_scalar(g, other_input(g.nodes()[static_cast<size_t>(ai)], erf.outputs[0]), 1.0)) return false;
-  const ValueId a = g.nodes()[static_cast<size_t>(ai)].outputs[0];
-  const int64_t m1 = sole_reader(g, a, "Mul");
-  if (m1 < 0) return false;
-  const ValueId o1 = other_input(g.nodes()[static_cast<size_t>(m1)], a);
   std::vector<int64_t> absorbed = {static_cast<int64_t>(ei), di, ai};
-  int64_t root = -1;
-  if (o1 == x) {  // (x * a) * 0.5
-    const int64_t m2 = sole_reader(g, g.nodes()[static_cast<size_t>(m1)].outputs[0], "Mul");
-    if (m2 < 0 || !is_scalar(g, other_input(g.nodes()[static_cast<size_t>(m2)], g.nodes()[static_cast<size_t>(m1)].outputs[0]), 0.5)) return false;
-    absorbed.push_back(m1);
-    root = m2;
-  } else if (is_scalar(g, o1, 0.5)) {  // x * (a * 0.5)
-    const ValueId h = g.nodes()[static_cast<size_t>(m1)].outputs[0];
-    const int64_t m2 = sole_reader(g, h, "Mul");
-    if (m2 < 0 || other_input(g.nodes()[static_cast<size_t>(m2)], h) != x) return false;
-    absorbed.push_back(m1);
-    root = m2;
-  } else {  // (x * 0.5) * a
-    const int64_t hi = private_producer(g, o1, "Mul");
-    if (hi < 0) return false;
-    const Node& h = g.nodes()[static_cast<size_t>(hi)];
-    if (!(other_input(h, x) != ir::kNoValue && is_scalar(g, other_input(h, x), 0.5))) return false;
-    absorbed.push_back(hi);
-    root = m1;
-  }
-  Node& r = g.nodes()[static_cast<size_t>(root)];
+  const int64_t root = match_half_x_times(g, g.nodes()[static_cast<size_t>(ai)].outputs[0], x, absorbed);
+  if (root < 0) return false;
   for (int64_t i : absorbed) kill_node(g, static_cast<size_t>(i), dead);
+  Node& r = g.nodes()[static_cast<size_t>(root)];
   r.op = "Gelu";
   r.inputs = {x};
   r.attrs = {{"approximate", std::string("none")}};
   return true;
+}
+
+// The tanh approximation (GPT-2's gelu_new), rooted at Tanh(u):
+//   u = (x + Pow(x, 3) * 0.044715) * sqrt(2 / pi), a = Tanh + 1, then the shared end.
+bool match_gelu_tanh(Graph& g, size_t ti, std::vector<bool>& dead) {
+  const Node& tanh = g.nodes()[ti];
+  if (tanh.op != "Tanh") return false;
+  const int64_t ui = private_producer(g, tanh.inputs[0], "Mul");
+  if (ui < 0) return false;
+  const Node& u = g.nodes()[static_cast<size_t>(ui)];
+  ValueId sum = ir::kNoValue;
+  for (int side = 0; side < 2; ++side) {
+    if (is_scalar(g, u.inputs[static_cast<size_t>(1 - side)], std::sqrt(2.0 / M_PI), 1e-4)) sum = u.inputs[static_cast<size_t>(side)];
+  }
+  const int64_t si = sum == ir::kNoValue ? -1 : private_producer(g, sum, "Add");
+  if (si < 0) return false;
+  const Node& add = g.nodes()[static_cast<size_t>(si)];
+  for (int side = 0; side < 2; ++side) {
+    const ValueId x = add.inputs[static_cast<size_t>(side)], cubic = add.inputs[static_cast<size_t>(1 - side)];
+    const int64_t ci = private_producer(g, cubic, "Mul");
+    if (ci < 0) continue;
+    const Node& cm = g.nodes()[static_cast<size_t>(ci)];
+    ValueId pw = ir::kNoValue;
+    for (int k = 0; k < 2; ++k) {
+      if (is_scalar(g, cm.inputs[static_cast<size_t>(1 - k)], 0.044715, 1e-4)) pw = cm.inputs[static_cast<size_t>(k)];
+    }
+    const int64_t pi = pw == ir::kNoValue ? -1 : private_producer(g, pw, "Pow");
+    if (pi < 0 || g.nodes()[static_cast<size_t>(pi)].inputs[0] != x || !is_scalar(g, g.nodes()[static_cast<size_t>(pi)].inputs[1], 3.0)) {
+      continue;
+    }
+    const int64_t ai = sole_reader(g, tanh.outputs[0], "Add");
+    if (ai < 0 || !is_scalar(g, other_input(g.nodes()[static_cast<size_t>(ai)], tanh.outputs[0]), 1.0)) return false;
+    std::vector<int64_t> absorbed = {pi, ci, si, ui, static_cast<int64_t>(ti), ai};
+    const int64_t root = match_half_x_times(g, g.nodes()[static_cast<size_t>(ai)].outputs[0], x, absorbed);
+    if (root < 0) return false;
+    for (int64_t i : absorbed) kill_node(g, static_cast<size_t>(i), dead);
+    Node& r = g.nodes()[static_cast<size_t>(root)];
+    r.op = "Gelu";
+    r.inputs = {x};
+    r.attrs = {{"approximate", std::string("tanh")}};
+    return true;
+  }
+  return false;
 }
 
 // Whether ReduceMean node `n` averages over the last axis only, keeping it.
@@ -202,7 +251,7 @@ Status run_fuse_subgraphs(ir::Graph& graph, const PassContext& ctx) {
     if (dead[i]) continue;
     if (match_layer_norm(graph, i, dead)) {
       ++layer_norm;
-    } else if (match_gelu(graph, i, dead)) {
+    } else if (match_gelu(graph, i, dead) || match_gelu_tanh(graph, i, dead)) {
       ++gelu;
     } else if (match_hard_swish(graph, i, dead)) {
       ++hard_swish;

@@ -79,6 +79,7 @@ Status run_eliminate_noops(ir::Graph& graph, const PassContext& ctx);
 Status run_fuse_conv_batchnorm(ir::Graph& graph, const PassContext& ctx);
 Status run_fuse_subgraphs(ir::Graph& graph, const PassContext& ctx);
 Status run_fuse_epilogues(ir::Graph& graph, const PassContext& ctx);
+Status run_fuse_attention(ir::Graph& graph, const PassContext& ctx);
 Status run_transpose_matmul_weights(ir::Graph& graph, const PassContext& ctx);
 Status run_fuse_sibling_matmuls(ir::Graph& graph, const PassContext& ctx);
 Status run_fuse_silu_mul(ir::Graph& graph, const PassContext& ctx);

@@ -9,6 +9,7 @@ const std::vector<Pass>& default_pipeline() {
       {"fuse_conv_batchnorm", run_fuse_conv_batchnorm},
       {"fuse_subgraphs", run_fuse_subgraphs},
       {"fuse_epilogues", run_fuse_epilogues},
+      {"fuse_attention", run_fuse_attention},
       {"transpose_matmul_weights", run_transpose_matmul_weights},
       {"eliminate_dead_nodes", run_eliminate_dead_nodes},
       {"fuse_sibling_matmuls", run_fuse_sibling_matmuls},

@@ -53,5 +53,6 @@ void register_tensor_einsum_kernels(TensorKernelTable& table);
 void register_tensor_grid_sample_kernels(TensorKernelTable& table);
 void register_tensor_nms_kernels(TensorKernelTable& table);
 void register_tensor_integer_kernels(TensorKernelTable& table);
+void register_tensor_attention_kernels(TensorKernelTable& table);
 
 }  // namespace kiln::cpu

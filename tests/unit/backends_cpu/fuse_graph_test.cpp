@@ -108,6 +108,7 @@ Status run_fusions(ir::Graph& g) {
   passes::PassContext ctx;
   KILN_RETURN_IF_ERROR(passes::run_fuse_subgraphs(g, ctx));
   KILN_RETURN_IF_ERROR(passes::run_fuse_epilogues(g, ctx));
+  KILN_RETURN_IF_ERROR(passes::run_fuse_attention(g, ctx));
   KILN_RETURN_IF_ERROR(passes::run_transpose_matmul_weights(g, ctx));
   KILN_RETURN_IF_ERROR(passes::run_eliminate_dead_nodes(g, ctx));
   return ir::verify(g);
@@ -205,6 +206,39 @@ TEST(FuseGraph, GeluInTheExportersOrdersBecomesGelu) {
     b.g.outputs() = {b.node("Relu", {y})};  // a reader, so that Gelu is not the graph's last node
     EXPECT_EQ(fuse_and_compare(b, {{"x", random_tensor({3, 17}, 1, -4, 4)}}),
               (std::vector<std::string>{"Gelu", "Relu"}));
+  }
+}
+
+TEST(FuseGraph, TanhGeluBecomesGelu) {
+  Builder b;
+  const ir::ValueId x = b.input("x", {4, 19});
+  const ir::ValueId cubic = b.node("Mul", {b.node("Pow", {x, b.scalar(3.0f)}), b.scalar(0.044715f)});
+  const ir::ValueId t = b.node("Tanh", {b.node("Mul", {b.node("Add", {x, cubic}), b.scalar(0.7978845608f)})});
+  const ir::ValueId y = b.node("Mul", {b.node("Mul", {x, b.scalar(0.5f)}), b.node("Add", {t, b.scalar(1.0f)})});
+  b.g.outputs() = {b.node("Relu", {y})};
+  EXPECT_EQ(fuse_and_compare(b, {{"x", random_tensor({4, 19}, 1, -4, 4)}}), (std::vector<std::string>{"Gelu", "Relu"}));
+  EXPECT_EQ(b.g.nodes()[0].attr_str("approximate"), "tanh");
+}
+
+TEST(FuseGraph, MatMulSoftmaxMatMulBecomesOneAttentionNode) {
+  for (bool with_mask : {true, false}) {
+    SCOPED_TRACE(with_mask ? "with a mask" : "without a mask");
+    Builder b;
+    const ir::ValueId q = b.input("q", {2, 3, 5, 8}), kt = b.input("kt", {2, 3, 8, 6}), v = b.input("v", {2, 3, 6, 4});
+    ir::ValueId s = b.node("Div", {b.node("MatMul", {q, kt}), b.scalar(2.828427f)});
+    if (with_mask) s = b.node("Add", {s, b.input("mask", {2, 1, 1, 6})});
+    const ir::ValueId p = b.node("Cast", {b.node("Softmax", {s}, {{"axis", int64_t{-1}}})}, {{"to", std::string("f32")}});
+    b.g.outputs() = {b.node("MatMul", {p, v})};
+    std::map<std::string, ir::Tensor> in = {{"q", random_tensor({2, 3, 5, 8}, 1, -2, 2)},
+                                            {"kt", random_tensor({2, 3, 8, 6}, 2, -2, 2)},
+                                            {"v", random_tensor({2, 3, 6, 4}, 3)}};
+    if (with_mask) {
+      ir::Tensor mask(ir::DType::kF32, {2, 1, 1, 6});
+      for (int64_t i = 0; i < 12; ++i) mask.mutable_data<float>()[i] = i % 6 >= 4 + i / 6 ? -1e9f : 0.0f;
+      in["mask"] = mask;
+    }
+    EXPECT_EQ(fuse_and_compare(b, in), std::vector<std::string>{"kiln.Attention"});
+    EXPECT_NEAR(b.g.nodes()[0].attr_float("scale"), 1.0 / 2.828427, 1e-7);
   }
 }
 

@@ -1,0 +1,118 @@
+// kiln.Attention: the MatMul - [Add mask] - Softmax - MatMul chain of exported attention layers,
+// fused by the build (passes/fuse_attention.cpp):
+//   q [..., S, D], kt [..., D, T] (keys already transposed, as the graph's MatMul read them),
+//   v [..., T, Dv], mask (optional, f32, broadcast to [..., S, T], added to the scores):
+//   y [..., S, Dv] = softmax(scale * q kt + mask, over T) v
+// The leading dimensions broadcast as MatMul's do. Each (batch, head) matrix of scores exists only
+// while its rows are normalised and multiplied by v; the two products run on the f32 matmul
+// kernel of the LLM path. f32 only.
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/matmul.h"
+#include "backends/cpu/tensor_kernel.h"
+
+namespace kiln::cpu {
+namespace {
+
+using ir::DType;
+using ir::Shape;
+using ir::Tensor;
+
+// dst[cols, rows] = src[rows, cols]^T.
+void transpose(const float* src, float* dst, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+  }
+}
+
+Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  const Tensor &q = *in[0], &kt = *in[1], &v = *in[2];
+  const Tensor* mask = in.size() > 3 ? in[3] : nullptr;
+  if (q.dtype() != DType::kF32 || kt.dtype() != DType::kF32 || v.dtype() != DType::kF32 ||
+      (mask != nullptr && mask->dtype() != DType::kF32)) {
+    return tensor_error(n, "q, kt, v and the mask must be f32");
+  }
+  if (q.rank() < 2 || kt.rank() < 2 || v.rank() < 2) return tensor_error(n, "q, kt and v must have rank >= 2");
+  const int64_t S = q.shape()[q.rank() - 2], D = q.shape().back(), T = kt.shape().back(), Dv = v.shape().back();
+  if (kt.shape()[kt.rank() - 2] != D || v.shape()[v.rank() - 2] != T) {
+    return tensor_error(n, "q " + ir::shape_to_string(q.shape()) + ", kt " + ir::shape_to_string(kt.shape()) +
+                               " and v " + ir::shape_to_string(v.shape()) + " do not chain");
+  }
+  const Shape qb(q.shape().begin(), q.shape().end() - 2), kb(kt.shape().begin(), kt.shape().end() - 2);
+  const Shape vb(v.shape().begin(), v.shape().end() - 2);
+  KILN_ASSIGN_OR_RETURN(Shape batch, tensor_broadcast_shape(n, {qb, kb, vb}));
+  Shape scores_shape = batch;
+  scores_shape.push_back(S);
+  scores_shape.push_back(T);
+  std::vector<int64_t> mask_at;  // per element of [batch..., S, T]: the mask element added
+  if (mask != nullptr) {
+    KILN_ASSIGN_OR_RETURN(Shape ms, tensor_broadcast_shape(n, {mask->shape(), scores_shape}));
+    if (ms != scores_shape) return tensor_error(n, "the mask does not broadcast to the scores");
+    mask_at = tensor_broadcast_offsets(mask->shape(), scores_shape);
+  }
+  const std::vector<int64_t> oq = tensor_broadcast_offsets(qb, batch), ok = tensor_broadcast_offsets(kb, batch);
+  const std::vector<int64_t> ov = tensor_broadcast_offsets(vb, batch);
+  Shape shape = batch;
+  shape.push_back(S);
+  shape.push_back(Dv);
+  Tensor y(DType::kF32, shape);
+  const auto scale = static_cast<float>(n.attr_float("scale", 1.0));
+  const int64_t batches = static_cast<int64_t>(oq.size());
+  if (y.numel() == 0) {
+    out[0] = std::move(y);
+    return Status::ok();
+  }
+  const MatmulKernel* kernel = matmul_kernels(ir::WeightFormat::kF32, isa_active()).front();
+  const float* qp = q.data<float>();
+  const float* kp = kt.data<float>();
+  const float* vp = v.data<float>();
+  float* yp = y.mutable_data<float>();
+#pragma omp parallel
+  {
+    std::vector<float> k_rows(static_cast<size_t>(T * D)), v_rows(static_cast<size_t>(Dv * T)),
+        scores(static_cast<size_t>(S * T));
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < batches; ++p) {
+      transpose(kp + ok[static_cast<size_t>(p)] * D * T, k_rows.data(), D, T);
+      transpose(vp + ov[static_cast<size_t>(p)] * T * Dv, v_rows.data(), T, Dv);
+      if (D > 0) {
+        matmul(*kernel, qp + oq[static_cast<size_t>(p)] * S * D, S, D, reinterpret_cast<const std::byte*>(k_rows.data()),
+               T, nullptr, scores.data());
+      } else {
+        std::fill(scores.begin(), scores.end(), 0.0f);
+      }
+      for (int64_t s = 0; s < S; ++s) {
+        float* row = scores.data() + s * T;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t t = 0; t < T; ++t) {
+          row[t] *= scale;
+          if (mask != nullptr) row[t] += mask->data<float>()[mask_at[static_cast<size_t>((p * S + s) * T + t)]];
+          mx = std::max(mx, row[t]);
+        }
+        double sum = 0.0;
+        for (int64_t t = 0; t < T; ++t) {
+          row[t] = static_cast<float>(std::exp(static_cast<double>(row[t]) - mx));
+          sum += row[t];
+        }
+        const auto inv = static_cast<float>(1.0 / sum);
+        for (int64_t t = 0; t < T; ++t) row[t] *= inv;
+      }
+      float* yo = yp + p * S * Dv;
+      if (T > 0) {
+        matmul(*kernel, scores.data(), S, T, reinterpret_cast<const std::byte*>(v_rows.data()), Dv, nullptr, yo);
+      } else {
+        std::fill(yo, yo + S * Dv, 0.0f);  // no keys: the product over an empty axis
+      }
+    }
+  }
+  out[0] = std::move(y);
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_tensor_attention_kernels(TensorKernelTable& table) { table["kiln.Attention"] = attention; }
+
+}  // namespace kiln::cpu
