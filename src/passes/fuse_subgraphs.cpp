@@ -106,6 +106,23 @@ int64_t match_half_x_times(const Graph& g, ValueId a, ValueId x, std::vector<int
   return m1;
 }
 
+// f = Erf(...) or Tanh(...) of x, the nodes computing it in `absorbed`: when a = f + 1 ends in the
+// shared Gelu end, that end's last Mul becomes Gelu(x) and the rest are removed.
+bool finish_gelu(Graph& g, ValueId f, ValueId x, std::vector<int64_t> absorbed, const char* approximate,
+                 std::vector<bool>& dead) {
+  const int64_t ai = sole_reader(g, f, "Add");
+  if (ai < 0 || !is_scalar(g, other_input(g.nodes()[static_cast<size_t>(ai)], f), 1.0)) return false;
+  absorbed.push_back(ai);
+  const int64_t root = match_half_x_times(g, g.nodes()[static_cast<size_t>(ai)].outputs[0], x, absorbed);
+  if (root < 0) return false;
+  for (int64_t i : absorbed) kill_node(g, static_cast<size_t>(i), dead);
+  Node& r = g.nodes()[static_cast<size_t>(root)];
+  r.op = "Gelu";
+  r.inputs = {x};
+  r.attrs = {{"approximate", std::string(approximate)}};
+  return true;
+}
+
 // Rooted at Erf(d), d = x / sqrt(2) or x * (1 / sqrt(2)); a = Erf + 1; then the shared end.
 bool match_gelu(Graph& g, size_t ei, std::vector<bool>& dead) {
   const Node& erf = g.nodes()[ei];
@@ -118,17 +135,7 @@ bool match_gelu(Graph& g, size_t ei, std::vector<bool>& dead) {
   if (d->op == "Mul" && is_scalar(g, d->inputs[1], std::sqrt(0.5), 1e-4)) x = d->inputs[0];
   if (d->op == "Mul" && is_scalar(g, d->inputs[0], std::sqrt(0.5), 1e-4)) x = d->inputs[1];
   if (x == ir::kNoValue) return false;
-  const int64_t ai = sole_reader(g, erf.outputs[0], "Add");
-  if (ai < 0 || !is_scalar(g, other_input(g.nodes()[static_cast<size_t>(ai)], erf.outputs[0]), 1.0)) return false;
-  std::vector<int64_t> absorbed = {static_cast<int64_t>(ei), di, ai};
-  const int64_t root = match_half_x_times(g, g.nodes()[static_cast<size_t>(ai)].outputs[0], x, absorbed);
-  if (root < 0) return false;
-  for (int64_t i : absorbed) kill_node(g, static_cast<size_t>(i), dead);
-  Node& r = g.nodes()[static_cast<size_t>(root)];
-  r.op = "Gelu";
-  r.inputs = {x};
-  r.attrs = {{"approximate", std::string("none")}};
-  return true;
+  return finish_gelu(g, erf.outputs[0], x, {static_cast<int64_t>(ei), di}, "none", dead);
 }
 
 // The tanh approximation (GPT-2's gelu_new), rooted at Tanh(u):
@@ -159,17 +166,7 @@ bool match_gelu_tanh(Graph& g, size_t ti, std::vector<bool>& dead) {
     if (pi < 0 || g.nodes()[static_cast<size_t>(pi)].inputs[0] != x || !is_scalar(g, g.nodes()[static_cast<size_t>(pi)].inputs[1], 3.0)) {
       continue;
     }
-    const int64_t ai = sole_reader(g, tanh.outputs[0], "Add");
-    if (ai < 0 || !is_scalar(g, other_input(g.nodes()[static_cast<size_t>(ai)], tanh.outputs[0]), 1.0)) return false;
-    std::vector<int64_t> absorbed = {pi, ci, si, ui, static_cast<int64_t>(ti), ai};
-    const int64_t root = match_half_x_times(g, g.nodes()[static_cast<size_t>(ai)].outputs[0], x, absorbed);
-    if (root < 0) return false;
-    for (int64_t i : absorbed) kill_node(g, static_cast<size_t>(i), dead);
-    Node& r = g.nodes()[static_cast<size_t>(root)];
-    r.op = "Gelu";
-    r.inputs = {x};
-    r.attrs = {{"approximate", std::string("tanh")}};
-    return true;
+    return finish_gelu(g, tanh.outputs[0], x, {pi, ci, si, ui, static_cast<int64_t>(ti)}, "tanh", dead);
   }
   return false;
 }
