@@ -51,24 +51,24 @@ Status run_fuse_attention(ir::Graph& graph, const PassContext& ctx) {
     if (!f32_value(graph, q) || !f32_value(graph, kt)) continue;
     ValueId s = scores_mm.outputs[0], mask = ir::kNoValue;
     std::vector<size_t> absorbed = {i};
-    int64_t next = single_reader(graph, s) ? static_cast<int64_t>(graph.consumers(s)[0]) : -1;
+    int64_t next = only_reader(graph, s);
     if (next >= 0 && graph.nodes()[static_cast<size_t>(next)].op == "Add") {
       const Node& add = graph.nodes()[static_cast<size_t>(next)];
       mask = other_input(add, s);
       if (!f32_value(graph, mask)) continue;
       absorbed.push_back(static_cast<size_t>(next));
       s = add.outputs[0];
-      next = single_reader(graph, s) ? static_cast<int64_t>(graph.consumers(s)[0]) : -1;
+      next = only_reader(graph, s);
     }
     if (next < 0 || !softmax_over_last_axis(graph, graph.nodes()[static_cast<size_t>(next)])) continue;
     absorbed.push_back(static_cast<size_t>(next));
     ValueId p = graph.nodes()[static_cast<size_t>(next)].outputs[0];
-    int64_t oi = single_reader(graph, p) ? static_cast<int64_t>(graph.consumers(p)[0]) : -1;
+    int64_t oi = only_reader(graph, p);
     if (oi >= 0 && graph.nodes()[static_cast<size_t>(oi)].op == "Cast" &&
         graph.nodes()[static_cast<size_t>(oi)].attr_str("to") == ir::dtype_name(ir::DType::kF32)) {
       absorbed.push_back(static_cast<size_t>(oi));  // the TorchScript exporter's Cast of the f32 probabilities to f32
       p = graph.nodes()[static_cast<size_t>(oi)].outputs[0];
-      oi = single_reader(graph, p) ? static_cast<int64_t>(graph.consumers(p)[0]) : -1;
+      oi = only_reader(graph, p);
     }
     if (oi < 0) continue;
     Node& out_mm = graph.nodes()[static_cast<size_t>(oi)];

@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "ir/epilogue.h"
+#include "passes/fold_channel_affine.h"
 #include "passes/pass.h"
 #include "passes/pattern.h"
 
@@ -24,11 +25,6 @@ namespace {
 using ir::Graph;
 using ir::Node;
 using ir::ValueId;
-
-// The index of the one node reading `y` (not a graph output), or -1.
-int64_t only_reader(const Graph& g, ValueId y) {
-  return single_reader(g, y) ? static_cast<int64_t>(g.consumers(y)[0]) : -1;
-}
 
 // A constant that broadcasts against a Conv output [N, M, spatial...] without changing its shape and
 // is constant per output channel: a scalar, or M values on the axis aligned with M ([M, 1, 1] or
@@ -47,90 +43,18 @@ std::optional<std::vector<double>> per_channel(const Graph& g, ValueId c, int64_
   return std::vector<double>(v->begin(), v->end());
 }
 
-// The output channel count of Conv or ConvTranspose `conv` with weight shape `w`, and for each
-// weight element its output channel: Conv weights are [M, C/g, k...]; ConvTranspose weights
-// [C, M/g, k...], output channel (c / (C/g)) * (M/g) + m.
-int64_t output_channels(const Node& conv, const std::vector<int64_t>& w) {
-  return conv.op == "Conv" ? w[0] : w[1] * conv.attr_int("group", 1);
-}
-int64_t channel_of(const Node& conv, const std::vector<int64_t>& w, int64_t numel, int64_t index) {
-  if (conv.op == "Conv") return index / (numel / w[0]);
-  const int64_t group = conv.attr_int("group", 1), cg = w[0] / group, mg = w[1];
-  const int64_t per = numel / (w[0] * mg);  // kernel positions
-  const int64_t c = index / (mg * per), m = (index / per) % mg;
-  return (c / cg) * mg + m;
-}
-
-// y * s + t per output channel (either may be empty) folded into the weight and bias of
-// Conv or ConvTranspose `conv`: W' = W * s (per output channel), B' = B * s + t. Returns false
-// when the weights are not f32 constants.
-bool fold_channel_affine(Graph& g, Node& conv, const std::string& tag, std::vector<double> s, std::vector<double> t) {
-  const ValueId w = conv.inputs[1];
-  const ValueId b = conv.inputs.size() > 2 ? conv.inputs[2] : ir::kNoValue;
-  if (!g.value(w).is_weight || g.weight(w).dtype != ir::DType::kF32 || g.weight(w).shape.size() < 3) return false;
-  if (b != ir::kNoValue && (!g.value(b).is_weight || g.weight(b).dtype != ir::DType::kF32)) return false;
-  const ir::WeightEntry& we = g.weight(w);
-  const std::vector<int64_t> wshape = we.shape;
-  const int64_t channels = output_channels(conv, wshape), numel = we.numel();
-  if (!s.empty()) {
-    const ir::WeightLoader load_w = we.load;
-    const Node shape_of = conv;
-    ir::WeightEntry nw;
-    nw.shape = wshape;
-    nw.load = [=]() -> Expected<std::vector<float>> {
-      KILN_ASSIGN_OR_RETURN(std::vector<float> v, load_w());
-      for (int64_t i = 0; i < numel; ++i) {
-        v[static_cast<size_t>(i)] *= static_cast<float>(s[static_cast<size_t>(channel_of(shape_of, wshape, numel, i))]);
-      }
-      return v;
-    };
-    conv.inputs[1] = g.add_weight(conv.name + ".scaled_" + tag + ".weight", std::move(nw));
-  }
-  if (t.empty() && (s.empty() || b == ir::kNoValue)) return true;
-  const ir::WeightLoader load_b = b != ir::kNoValue ? g.weight(b).load : ir::WeightLoader{};
-  ir::WeightEntry nb;
-  nb.shape = {channels};
-  nb.load = [=]() -> Expected<std::vector<float>> {
-    std::vector<float> v(static_cast<size_t>(channels), 0.0f);
-    if (load_b) {
-      KILN_ASSIGN_OR_RETURN(v, load_b());
-    }
-    for (size_t m = 0; m < v.size(); ++m) {
-      double x = v[m];
-      if (!s.empty()) x *= s[m];
-      if (!t.empty()) x += t[m];
-      v[m] = static_cast<float>(x);
-    }
-    return v;
-  };
-  conv.inputs.resize(3);
-  conv.inputs[2] = g.add_weight(conv.name + ".folded_" + tag + ".bias", std::move(nb));
-  return true;
-}
-
 // Node `op` reading `y` as a per-channel affine of Conv/ConvTranspose `conv`'s output, folded
 // into its weights: Mul or Add by a per-channel constant, or BatchNormalization with constant
 // parameters.
 bool fold_conv_affine(Graph& g, Node& conv, const Node& op, ValueId y) {
   const ValueId w = conv.inputs[1];
   if (!g.value(w).is_weight || g.weight(w).shape.size() < 3) return false;
-  const int64_t channels = output_channels(conv, g.weight(w).shape);
+  const int64_t channels = conv_output_channels(conv, g.weight(w).shape);
   const size_t spatial = g.weight(w).shape.size() - 2;
   if (op.op == "BatchNormalization") {
-    if (op.inputs.size() != 5 || op.inputs[0] != y) return false;
-    std::vector<std::vector<float>> p;
-    for (size_t i = 1; i < 5; ++i) {
-      auto v = f32_constant(g, op.inputs[i]);
-      if (!v || static_cast<int64_t>(v->size()) != channels) return false;
-      p.push_back(std::move(*v));
-    }
-    const double eps = op.attr_float("epsilon", 1e-5);
-    std::vector<double> s(static_cast<size_t>(channels)), t(s.size());
-    for (size_t m = 0; m < s.size(); ++m) {
-      s[m] = p[0][m] / std::sqrt(static_cast<double>(p[3][m]) + eps);
-      t[m] = p[1][m] - p[2][m] * s[m];
-    }
-    return fold_channel_affine(g, conv, op.name, std::move(s), std::move(t));
+    if (op.inputs[0] != y) return false;
+    auto a = batchnorm_affine(g, op, channels);
+    return a && fold_channel_affine(g, conv, op.name, std::move(a->s), std::move(a->t));
   }
   const ValueId c = other_input(op, y);
   if (c == ir::kNoValue || (op.op != "Mul" && op.op != "Add")) return false;
@@ -221,7 +145,7 @@ size_t fuse_after(Graph& g, size_t pi, std::vector<bool>& dead) {
   const std::string op = g.nodes()[pi].op;
   ir::Epilogue e = ir::node_epilogue(g.nodes()[pi]);
   bool weights_open = e.empty() && (op == "Conv" || op == "ConvTranspose" || op == "MatMul");  // step 1 still possible
-  bool activation_open = e.activation == ir::Activation::kNone && e.scale == 1.0 && e.shift == 0.0;
+  bool activation_open = e.empty();
   while (true) {
     Node& p = g.nodes()[pi];
     const ValueId y = p.outputs[0];

@@ -39,10 +39,13 @@ bool is_scalar(const ir::Graph& graph, ir::ValueId id, double want, double toler
   return v && std::fabs(*v - want) <= tolerance * std::fabs(want);
 }
 
+int64_t only_reader(const ir::Graph& graph, ir::ValueId id) {
+  return single_reader(graph, id) ? static_cast<int64_t>(graph.consumers(id)[0]) : -1;
+}
+
 int64_t sole_reader(const ir::Graph& graph, ir::ValueId id, const char* op) {
-  if (!single_reader(graph, id)) return -1;
-  const size_t i = graph.consumers(id)[0];
-  return graph.nodes()[i].op == op ? static_cast<int64_t>(i) : -1;
+  const int64_t i = only_reader(graph, id);
+  return i >= 0 && graph.nodes()[static_cast<size_t>(i)].op == op ? i : -1;
 }
 
 ir::ValueId other_input(const ir::Node& node, ir::ValueId id) {

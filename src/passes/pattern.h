@@ -17,6 +17,8 @@ std::optional<std::vector<int64_t>> i64_constant(const ir::Graph& graph, ir::Val
 // Whether `id` is a scalar constant within `tolerance` (relative) of `want`.
 bool is_scalar(const ir::Graph& graph, ir::ValueId id, double want, double tolerance = 1e-6);
 
+// The index of the one node reading `id` when `id` is not a graph output, or -1.
+int64_t only_reader(const ir::Graph& graph, ir::ValueId id);
 // The index of the one node reading `id` when it has op `op` and `id` is not a graph output, or -1.
 int64_t sole_reader(const ir::Graph& graph, ir::ValueId id, const char* op);
 // For a two-input node reading `id`: its other input (kNoValue when both are `id`).
