@@ -6,9 +6,6 @@
 // The leading dimensions broadcast as MatMul's do. Each (batch, head) matrix of scores exists only
 // while its rows are normalised and multiplied by v; the two products run on the f32 matmul
 // kernel of the LLM path. f32 only.
-#include <cmath>
-#include <limits>
-
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/tensor_kernel.h"
@@ -19,13 +16,6 @@ namespace {
 using ir::DType;
 using ir::Shape;
 using ir::Tensor;
-
-// dst[cols, rows] = src[rows, cols]^T.
-void transpose(const float* src, float* dst, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
-  }
-}
 
 Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
   const Tensor &q = *in[0], &kt = *in[1], &v = *in[2];
@@ -75,30 +65,19 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
         scores(static_cast<size_t>(S * T));
 #pragma omp for schedule(static)
     for (int64_t p = 0; p < batches; ++p) {
-      transpose(kp + ok[static_cast<size_t>(p)] * D * T, k_rows.data(), D, T);
-      transpose(vp + ov[static_cast<size_t>(p)] * T * Dv, v_rows.data(), T, Dv);
+      transpose_f32(kp + ok[static_cast<size_t>(p)] * D * T, k_rows.data(), D, T);
+      transpose_f32(vp + ov[static_cast<size_t>(p)] * T * Dv, v_rows.data(), T, Dv);
       if (D > 0) {
         matmul(*kernel, qp + oq[static_cast<size_t>(p)] * S * D, S, D, reinterpret_cast<const std::byte*>(k_rows.data()),
                T, nullptr, scores.data());
       } else {
         std::fill(scores.begin(), scores.end(), 0.0f);
       }
-      for (int64_t s = 0; s < S; ++s) {
-        float* row = scores.data() + s * T;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t t = 0; t < T; ++t) {
-          row[t] *= scale;
-          if (mask != nullptr) row[t] += mask->data<float>()[mask_at[static_cast<size_t>((p * S + s) * T + t)]];
-          mx = std::max(mx, row[t]);
-        }
-        double sum = 0.0;
-        for (int64_t t = 0; t < T; ++t) {
-          row[t] = static_cast<float>(std::exp(static_cast<double>(row[t]) - mx));
-          sum += row[t];
-        }
-        const auto inv = static_cast<float>(1.0 / sum);
-        for (int64_t t = 0; t < T; ++t) row[t] *= inv;
+      for (int64_t i = 0; i < S * T; ++i) {
+        scores[static_cast<size_t>(i)] *= scale;
+        if (mask != nullptr) scores[static_cast<size_t>(i)] += mask->data<float>()[mask_at[static_cast<size_t>(p * S * T + i)]];
       }
+      softmax_rows_f32(scores.data(), scores.data(), S, T);
       float* yo = yp + p * S * Dv;
       if (T > 0) {
         matmul(*kernel, scores.data(), S, T, reinterpret_cast<const std::byte*>(v_rows.data()), Dv, nullptr, yo);

@@ -91,19 +91,16 @@ struct ConvDims {
 };
 
 // y [N, M, out_sp] = conv(x [N, C, in_sp], w [M, C/group, k_sp]) + bias, in f32, one matrix product
-// a (batch, group) (conv_gemm.h). taps[oi * k_sp + ki] is the input offset (within a channel) of
-// kernel position ki at output position oi, or -1; a 1x1 convolution whose taps are the identity
-// reads the input as it is.
-void conv_f32(const float* x, const float* w, const float* bias, float* y, const ConvDims& d,
-              const std::vector<int64_t>& taps, const ir::Epilogue& ep, const ConvWindow2d* window) {
+// a (batch, group) (conv_gemm.h): the patches come from `window` (2-D) or `taps` (taps[oi * k_sp +
+// ki] is the input offset within a channel of kernel position ki at output position oi, or -1),
+// or, when both are null (a 1x1 convolution at unit stride without padding), from the image itself.
+void conv_f32(const float* x, const float* w, const float* bias, float* y, const ConvDims& d, const int64_t* taps,
+              const ConvWindow2d* window, const ir::Epilogue& ep) {
   const int64_t cg = d.C / d.group, mg = d.M / d.group, K = cg * d.k_sp;
-  bool identity = d.k_sp == 1 && d.in_sp == d.out_sp;
-  for (int64_t i = 0; identity && i < d.out_sp; ++i) identity = taps[static_cast<size_t>(i)] == i;
   for (int64_t b = 0; b < d.N; ++b) {
     for (int64_t gi = 0; gi < d.group; ++gi) {
-      conv_gemm_f32(w + gi * mg * K, bias != nullptr ? bias + gi * mg : nullptr, x + (b * d.C + gi * cg) * d.in_sp,
-                    identity ? nullptr : taps.data(), y + (b * d.M + gi * mg) * d.out_sp,
-                    {mg, K, d.out_sp, d.k_sp, d.in_sp, identity ? nullptr : window}, ep);
+      conv_gemm_f32(w + gi * mg * K, bias != nullptr ? bias + gi * mg : nullptr, x + (b * d.C + gi * cg) * d.in_sp, taps,
+                    y + (b * d.M + gi * mg) * d.out_sp, {mg, K, d.out_sp, d.k_sp, d.in_sp, window}, ep);
     }
   }
 }
@@ -181,9 +178,7 @@ void conv_transpose_f32(const float* x, const float* w, const float* bias, float
   for (int64_t gi = 0; gi < d.group; ++gi) {
     // wt[col, c] = w[gi * cg + c, col]: the product's [cols, C/g] rows.
     const float* wg = w + gi * cg * cols;
-    for (int64_t c = 0; c < cg; ++c) {
-      for (int64_t col = 0; col < cols; ++col) wt[static_cast<size_t>(col * cg + c)] = wg[c * cols + col];
-    }
+    transpose_f32(wg, wt.data(), cg, cols);
     for (int64_t b = 0; b < d.N; ++b) {
       conv_gemm_f32(wt.data(), nullptr, x + (b * d.C + gi * cg) * d.in_sp, nullptr, prod.data(),
                     {cols, cg, d.in_sp, 1, d.in_sp, nullptr}, ir::Epilogue{});
@@ -231,33 +226,45 @@ Status conv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
   }
   const int64_t cg = C / group, mg = M / group, in_sp = ir::shape_numel(spatial), k_sp = ir::shape_numel(kernel);
   const int64_t out_sp = ir::shape_numel(g.out);
-  const std::vector<int64_t> xs = tensor_strides(spatial);
   // For each (output position, kernel position), the input offset within a channel, or -1 in padding.
-  std::vector<int64_t> taps(static_cast<size_t>(out_sp * k_sp));
-  for_each_pos(g.out, [&](const std::vector<int64_t>& o, int64_t oi) {
-    for_each_pos(kernel, [&](const std::vector<int64_t>& k, int64_t ki) {
-      int64_t off = 0;
-      for (size_t d = 0; d < o.size() && off >= 0; ++d) {
-        const int64_t p = o[d] * g.strides[d] - g.pad_begin[d] + k[d] * g.dilations[d];
-        off = (p < 0 || p >= spatial[d]) ? -1 : off + p * xs[d];
-      }
-      taps[static_cast<size_t>(oi * k_sp + ki)] = off;
+  const auto make_taps = [&] {
+    const std::vector<int64_t> xs = tensor_strides(spatial);
+    std::vector<int64_t> taps(static_cast<size_t>(out_sp * k_sp));
+    for_each_pos(g.out, [&](const std::vector<int64_t>& o, int64_t oi) {
+      for_each_pos(kernel, [&](const std::vector<int64_t>& k, int64_t ki) {
+        int64_t off = 0;
+        for (size_t d = 0; d < o.size() && off >= 0; ++d) {
+          const int64_t p = o[d] * g.strides[d] - g.pad_begin[d] + k[d] * g.dilations[d];
+          off = (p < 0 || p >= spatial[d]) ? -1 : off + p * xs[d];
+        }
+        taps[static_cast<size_t>(oi * k_sp + ki)] = off;
+      });
     });
-  });
+    return taps;
+  };
   const Tensor* bias_t = in.size() > 2 ? in[2] : nullptr;
   if (x.dtype() == DType::kF32 && wt.dtype() == DType::kF32 && (bias_t == nullptr || bias_t->dtype() == DType::kF32)) {
     if (bias_t != nullptr && bias_t->numel() != M) return tensor_error(n, "bias must have M entries");
-    Tensor yt(DType::kF32, shape);
+    // A 1x1 convolution at unit stride without padding reads the image as it is; a 2-D one
+    // gathers its patches by arithmetic; others through the tap table.
+    bool identity = k_sp == 1 && g.out == spatial;
+    for (size_t d = 0; d < spatial.size(); ++d) identity = identity && g.strides[d] == 1 && g.pad_begin[d] == 0;
     std::optional<ConvWindow2d> w2;
-    if (spatial.size() == 2) {
+    std::vector<int64_t> taps;
+    if (!identity && spatial.size() == 2) {
       w2 = ConvWindow2d{g.in[0], g.in[1], g.out[1], kernel[0], kernel[1], g.strides[0], g.strides[1],
                         g.dilations[0], g.dilations[1], g.pad_begin[0], g.pad_begin[1]};
+    } else if (!identity) {
+      taps = make_taps();
     }
+    Tensor yt(DType::kF32, shape);
     conv_f32(x.data<float>(), wt.data<float>(), bias_t != nullptr ? bias_t->data<float>() : nullptr,
-             yt.mutable_data<float>(), {N, C, M, group, in_sp, k_sp, out_sp}, taps, ep, w2 ? &*w2 : nullptr);
+             yt.mutable_data<float>(), {N, C, M, group, in_sp, k_sp, out_sp}, taps.empty() ? nullptr : taps.data(),
+             w2 ? &*w2 : nullptr, ep);
     out[0] = std::move(yt);
     return Status::ok();
   }
+  const std::vector<int64_t> taps = make_taps();
   const std::vector<double> xv = ir::tensor_to_f64(x), wv = ir::tensor_to_f64(wt);
   std::vector<double> y(static_cast<size_t>(N * M * out_sp), 0.0);
 #pragma omp parallel for collapse(2) schedule(static)

@@ -38,6 +38,10 @@ std::vector<int64_t> tensor_strides(const ir::Shape& shape);
 Expected<ir::Shape> tensor_broadcast_shape(const ir::Node& node, const std::vector<ir::Shape>& shapes);
 // For each element of `out_shape`, the offset of the broadcast element of `in_shape`.
 std::vector<int64_t> tensor_broadcast_offsets(const ir::Shape& in_shape, const ir::Shape& out_shape);
+// dst[cols, rows] = src[rows, cols]^T, in cache blocks (tensor_linear.cpp).
+void transpose_f32(const float* src, float* dst, int64_t rows, int64_t cols);
+// Softmax of each of `rows` rows of `len` floats (y may be x) (tensor_reduce.cpp).
+void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t len);
 
 void register_tensor_elementwise_kernels(TensorKernelTable& table);
 void register_tensor_reduce_kernels(TensorKernelTable& table);

@@ -37,18 +37,6 @@ void gemm_f32_bt(const float* a, const float* bt, const float* bias, float* c, i
   matmul(*kernel, a, M, K, reinterpret_cast<const std::byte*>(bt), N, bias, c);
 }
 
-// dst[cols, rows] = src[rows, cols]^T.
-void transpose_f32(const float* src, float* dst, int64_t rows, int64_t cols) {
-  constexpr int64_t kBlock = 32;
-  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
-    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
-      const int64_t r1 = std::min(rows, r0 + kBlock), c1 = std::min(cols, c0 + kBlock);
-      for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * cols + c];
-      }
-    }
-  }
-}
 
 std::vector<float> as_f32(const Tensor& t) {
   if (t.dtype() == DType::kF32) return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
@@ -231,6 +219,18 @@ Status det(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) 
 }
 
 }  // namespace
+
+void transpose_f32(const float* src, float* dst, int64_t rows, int64_t cols) {
+  constexpr int64_t kBlock = 32;
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+      const int64_t r1 = std::min(rows, r0 + kBlock), c1 = std::min(cols, c0 + kBlock);
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * cols + c];
+      }
+    }
+  }
+}
 
 void register_tensor_linear_kernels(TensorKernelTable& table) {
   table["Det"] = det;

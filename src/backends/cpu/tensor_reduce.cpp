@@ -151,29 +151,6 @@ __attribute__((target("avx2,fma"))) double exp_shifted_avx2(const float* x, floa
   return sum;
 }
 
-// Softmax of f32 rows (the axis is the last one): max, exponentials once, one scale. Rows run in
-// parallel.
-void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t len) {
-  const bool avx2 = isa_active() >= Isa::kAvx2;
-#pragma omp parallel for schedule(static) if (rows * len > (1 << 15))
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * len;
-    float* yr = y + r * len;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t a = 0; a < len; ++a) mx = std::max(mx, xr[a]);
-    double sum = 0.0;
-    if (avx2 && std::isfinite(mx)) {
-      sum = exp_shifted_avx2(xr, yr, len, mx);
-    } else {
-      for (int64_t a = 0; a < len; ++a) {
-        yr[a] = static_cast<float>(std::exp(static_cast<double>(xr[a]) - mx));
-        sum += yr[a];
-      }
-    }
-    const auto inv = static_cast<float>(1.0 / sum);
-    for (int64_t a = 0; a < len; ++a) yr[a] *= inv;
-  }
-}
 
 Status softmax(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
   const Tensor& x = *in[0];
@@ -317,6 +294,30 @@ Status nll_loss(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& 
 }
 
 }  // namespace
+
+// Softmax of f32 rows (the axis is the last one): max, exponentials once, one scale. Rows run in
+// parallel.
+void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t len) {
+  const bool avx2 = isa_active() >= Isa::kAvx2;
+#pragma omp parallel for schedule(static) if (rows * len > (1 << 15))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * len;
+    float* yr = y + r * len;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t a = 0; a < len; ++a) mx = std::max(mx, xr[a]);
+    double sum = 0.0;
+    if (avx2 && std::isfinite(mx)) {
+      sum = exp_shifted_avx2(xr, yr, len, mx);
+    } else {
+      for (int64_t a = 0; a < len; ++a) {
+        yr[a] = static_cast<float>(std::exp(static_cast<double>(xr[a]) - mx));
+        sum += yr[a];
+      }
+    }
+    const auto inv = static_cast<float>(1.0 / sum);
+    for (int64_t a = 0; a < len; ++a) yr[a] *= inv;
+  }
+}
 
 void register_tensor_reduce_kernels(TensorKernelTable& table) {
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
