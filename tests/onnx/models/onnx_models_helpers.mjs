@@ -1,6 +1,6 @@
-// Shared pieces of the real-model checks: NumPy .npy files (f32 read; f32 and int64 written, C
-// order), a deterministic input, ONNX Runtime (npm onnxruntime-node) as the reference, and
-// running the kiln binary.
+// Shared pieces of the real-model checks: NumPy .npy files (f32 and int64, C order), a
+// deterministic input, ONNX Runtime (npm onnxruntime-node) as the reference, and running the kiln
+// binary.
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -34,14 +34,17 @@ export function writeNpy(file, data, shape) {
   fs.writeFileSync(file, Buffer.concat([pre, Buffer.from(header, 'latin1'), Buffer.from(data.buffer, data.byteOffset, data.byteLength)]));
 }
 
+// Reads a C-order .npy file of f32 (as a Float32Array) or int64 (as a BigInt64Array).
 export function readNpy(file) {
   const b = fs.readFileSync(file);
   const len = b.readUInt16LE(8);
   const header = b.subarray(10, 10 + len).toString('latin1');
-  if (!header.includes("'<f4'")) throw new Error(`${file}: not f32`);
+  const int64 = header.includes("'<i8'");
+  if (!int64 && !header.includes("'<f4'")) throw new Error(`${file}: not f32 or int64`);
   const shape = header.match(/\(([^)]*)\)/)[1].split(',').filter((s) => s.trim() !== '').map(Number);
   const bytes = b.subarray(10 + len);
-  return { data: new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length)), shape };
+  const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length);
+  return { data: int64 ? new BigInt64Array(buffer) : new Float32Array(buffer), shape };
 }
 
 // Values in [-1, 1) from a fixed linear congruential sequence (the models' normalised pixel range).
