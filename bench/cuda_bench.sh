@@ -4,8 +4,9 @@
 #   - load to first token (`kiln eval` of one token, wall clock, engine in the page cache),
 #   - batch-1 decode tokens/s after a 128-token prompt (`kiln bench`, median of 3),
 #   - the time of one 2048-token prefill step (`kiln bench --prompt 2048`, median of 3),
+#   - both again with a bf16 KV cache (`--kv-cache-dtype bf16`),
 #   - output tokens/s of 64 requests of 128 + 128 tokens at once, and of OFFLINE_REQUESTS (256)
-#     such requests (`kiln bench --offline`); with SERVE=1, kiln serve on the GPU driven by
+#     such requests (`kiln bench --offline`, KV cache of BATCH_KV elements, default bf16); with SERVE=1, kiln serve on the GPU driven by
 #     kiln bench serve at concurrency 1, 16 and 64; with PROFILE=1, the per-node profile of eager steps;
 #     with QUANT=1, batch-1 decode and the 2048-token prefill of weight-only int8 (per channel) and
 #     int4 (groups of 32 and of 128) engines built from the same checkpoint
@@ -56,14 +57,18 @@ t0=$(now)
 first_token_s=$(since "$t0")
 "$KILN" bench "$engine" --prompt 128 --decode 128 --repeat 3 | tee "$WORK/decode.txt"
 "$KILN" bench "$engine" --prompt 2048 --decode 8 --repeat 3 | tee "$WORK/prefill.txt"
+"$KILN" bench "$engine" --prompt 128 --decode 128 --repeat 3 --kv-cache-dtype bf16 | tee "$WORK/decode_bf16kv.txt"
+"$KILN" bench "$engine" --prompt 2048 --decode 8 --repeat 3 --kv-cache-dtype bf16 | tee "$WORK/prefill_bf16kv.txt"
 # Batch 64 (64 requests of 128 + 128 tokens at once: decode-bound) and offline throughput
 # (OFFLINE_REQUESTS requests of 128 + 128, the serving engine batching up to that many), each
 # through the serving engine with a KV pool large enough that nothing is preempted.
 # BATCH=0 leaves both out.
 if [ "${BATCH:-1}" = 1 ]; then
-  "$KILN" bench "$engine" --offline --batch 64 --prompt 128 --decode 128 --kv-cache-gib 24 | tee "$WORK/batch64.txt"
-  "$KILN" bench "$engine" --offline --batch "${OFFLINE_REQUESTS:-256}" --prompt 128 --decode 128 --kv-cache-gib 72 |
-    tee "$WORK/offline.txt"
+  kv=${BATCH_KV:-bf16}
+  "$KILN" bench "$engine" --offline --batch 64 --prompt 128 --decode 128 --kv-cache-gib 24 --kv-cache-dtype "$kv" |
+    tee "$WORK/batch64.txt"
+  "$KILN" bench "$engine" --offline --batch "${OFFLINE_REQUESTS:-256}" --prompt 128 --decode 128 --kv-cache-gib 72 \
+    --kv-cache-dtype "$kv" | tee "$WORK/offline.txt"
 fi
 if [ "${SERVE:-0}" = 1 ]; then  # kiln serve on the GPU (KV cache from --gpu-memory-fraction), kiln bench serve on loopback
   "$KILN" serve "$engine" --port 8391 --gpu-memory-fraction 0.9 --max-num-seqs 64 > "$WORK/serve.log" 2>&1 &
@@ -98,6 +103,8 @@ fi
 if [ "${PROFILE:-0}" = 1 ]; then  # the per-node profile of eager decode and prefill steps
   KILN_CUDA_PROFILE=1 "$KILN" bench "$engine" --prompt 128 --decode 64 --repeat 1 > "$WORK/profile.txt" 2>&1
   KILN_CUDA_PROFILE=1 "$KILN" bench "$engine" --prompt 2048 --decode 1 --repeat 3 >> "$WORK/profile.txt" 2>&1
+  KILN_CUDA_PROFILE=1 "$KILN" bench "$engine" --prompt 2048 --decode 1 --repeat 3 --kv-cache-dtype bf16 \
+    >> "$WORK/profile.txt" 2>&1
   KILN_CUDA_PROFILE=1 "$KILN" bench "$engine" --offline --batch 64 --prompt 128 --decode 32 --kv-cache-gib 8 \
     >> "$WORK/profile.txt" 2>&1
   cp "$WORK/profile.txt" "$OUT/kiln_cuda_profile.txt"
@@ -131,7 +138,13 @@ for name in ("batch64", "offline"):
     res[f"{name}_requests"] = int(re.search(r"^serving\s+([0-9]+) requests", text, re.M).group(1))
     res[f"{name}_step_ms"] = float(re.search(r"mean ([0-9.]+) ms in the model", text).group(1))
     res[f"{name}_preemptions"] = int(re.search(r"^preemptions ([0-9]+)", text, re.M).group(1))
+    res[f"{name}_kv_cache"] = re.search(r"KV pool [0-9]+ MiB (\S+)", text).group(1)
 res["prefill_2048_ms"] = 2048 / res["prefill_2048_tok_s"] * 1e3
+try:
+    res["decode_bs1_bf16_kv_tok_s"] = grab(f"{work}/decode_bf16kv.txt", "decode")
+    res["prefill_2048_bf16_kv_ms"] = 2048 / grab(f"{work}/prefill_bf16kv.txt", "prefill") * 1e3
+except FileNotFoundError:
+    pass
 for spec in ("int8_g0", "int4_g32", "int4_g128"):
     try:
         q = grab(f"{work}/decode_{spec}.txt", "decode")

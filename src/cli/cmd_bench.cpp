@@ -41,7 +41,7 @@ struct BenchArgs {
   bool offline = false;
   int64_t batch = 1;
   double kv_cache_gib = 0.0;  // --offline: KV pool size; 0 = the serving engine's default
-  std::string kv_cache_dtype = "fp32";  // --offline
+  std::string kv_cache_dtype = "fp32";
 };
 
 double median(std::vector<double> v) {
@@ -197,7 +197,9 @@ int run_bench(const BenchArgs& a) {
   if (a.engine.empty()) return fail(invalid_argument("an engine file is required: kiln bench ENGINE (or kiln bench serve --url URL)"));
   if (a.offline) return run_offline_bench(a);
   if (a.prompt < 1 || a.decode < 1 || a.repeat < 1) return fail(invalid_argument("--prompt, --decode, --repeat must be >= 1"));
-  auto session = open_session(a.engine, a.threads, a.prompt + a.decode);
+  auto kv_dtype = runtime::parse_kv_cache_dtype(a.kv_cache_dtype);
+  if (!kv_dtype) return fail(kv_dtype.status().with_context("--kv-cache-dtype"));
+  auto session = open_session(a.engine, a.threads, a.prompt + a.decode, *kv_dtype);
   if (!session) return fail(session.status());
   const auto& facts = session->model->facts();
   if (a.prompt + a.decode > facts.max_seq_len) {
@@ -213,6 +215,7 @@ int run_bench(const BenchArgs& a) {
               session->model->file().header().build_options.c_str());
   const bool gpu = session->model->file().header().target.rfind("cuda-", 0) == 0;
   std::printf("device   %s\n", session->device.c_str());
+  std::printf("kv cache %s\n", std::string(runtime::kv_cache_dtype_name(*kv_dtype)).c_str());
   // Memory bandwidth on a shared machine moves from second to second: it is probed before and
   // after the runs (the best pass of either), so the limit is never one unlucky moment.
   const double bw_before = measure_bandwidth(gpu);
@@ -263,7 +266,7 @@ CommandFn add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
   cmd->add_flag("--offline", args->offline, "serve --batch requests through the serving engine (no HTTP)");
   cmd->add_option("--batch", args->batch, "requests submitted at once (--offline)")->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV cache element, fp32 or bf16 (--offline)")
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV cache element, fp32 or bf16 (bf16: GPU engines)")
       ->capture_default_str();
   cmd->add_option("--kv-cache-gib", args->kv_cache_gib,
                   "KV pool in GiB (--offline; default: the serving engine's, at most 1 GiB)");

@@ -39,7 +39,7 @@ int fail(const Status& status);
 
 // An engine loaded and ready to run on the backend its target names (cpu-*: the CPU backend
 // with `threads` threads; cuda-*: the CUDA backend on GPU 0, when this kiln has it), with a KV
-// cache of `kv_tokens` positions in that backend's memory.
+// cache of `kv_tokens` positions, elements of `kv_dtype`, in that backend's memory.
 struct Session {
   std::unique_ptr<runtime::LoadedModel> model;
   std::unique_ptr<runtime::Backend> backend;
@@ -47,7 +47,8 @@ struct Session {
   std::unique_ptr<runtime::KvCache> cache;
   std::string device;  // "cpu (N threads)" or the GPU's name
 };
-Expected<Session> open_session(const std::string& engine_path, int threads, int64_t kv_tokens);
+Expected<Session> open_session(const std::string& engine_path, int threads, int64_t kv_tokens,
+                               runtime::KvCacheDtype kv_dtype = runtime::KvCacheDtype::kF32);
 
 // Parses "1,2,3" into ids.
 Expected<std::vector<int32_t>> parse_id_list(const std::string& text);

@@ -14,8 +14,8 @@
 //                           query rows of one sequence, head), keys staged through shared
 //                           memory in tiles with an online softmax: prefill; needs head_dim % 4
 //                           == 0 and <= 256;
-//   launch_attention_mma    the same tiles on tensor cores (fp16 products): prefill of
-//                           half-precision engines.
+//   launch_attention_mma    the same tiles on tensor cores (fp16 products; bf16 ones over a
+//                           bf16 cache): prefill of half-precision engines.
 // Cache layout per layer, k and v alike: [num_blocks, block_size, num_kv_heads, head_dim] fp32.
 // All pointers are device memory; the caller (CudaBackend) owns them. Kernels never read cache
 // blocks outside the tables they are given.

@@ -1,19 +1,25 @@
 // The prefill attention kernel on tensor cores (head_dim 32, 64, 96 or 128): one thread block of
 // four warps per (tile of up to kAttentionMmaTileRows query rows of one sequence, head); each
 // warp owns 16 of the tile's rows and keeps everything about them in registers: its Q fragments,
-// its scores, its softmax state and its output accumulator. Per tile of kKeys keys, K and V are
-// rounded to fp16 into shared memory (the only memory the warps share) from a staging buffer into
-// which cp.async copied them from the paged cache while the previous tile was computed; then each
-// warp computes S = Q K^T with mma.sync m16n8k16 (fp32 accumulation), runs the
-// online softmax on S in registers (the accumulator layout of S is the operand layout P needs, so
-// P never leaves registers), and adds P V into its output, reading V through ldmatrix.trans.
-// Causal masking, GQA, sliding window and ALiBi as in the other kernels; q, k, v, p rounded to
-// fp16 (relative error about 1e-3 against fp32). Tiles run longest first, so that the short ones
-// fill the end of the launch.
+// its scores, its softmax state and its output accumulator. Per tile of kKeys keys, each warp
+// computes S = Q K^T with mma.sync m16n8k16 (fp32 accumulation), runs the online softmax on S in
+// registers (the accumulator layout of S is the operand layout P needs, so P never leaves
+// registers), and adds P V into its output, reading K through ldmatrix and V through
+// ldmatrix.trans. K and V reach shared memory in one of two ways:
+//   - a bf16 cache holds the operands as the products read them: cp.async copies each tile's rows
+//     straight into one of two operand buffers while the warps compute on the other (one barrier
+//     a tile; q and p rounded to bf16, relative error about 8e-3 against fp32);
+//   - a float cache: cp.async copies the next tile's rows into a staging buffer while the current
+//     tile is computed, and the block rounds them to fp16 into the operand tile (two barriers a
+//     tile; q, k, v, p rounded to fp16, relative error about 1e-3).
+// Causal masking, GQA, sliding window and ALiBi as in the other kernels. Tiles run longest first,
+// so that the short ones fill the end of the launch.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cfloat>
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_check.h"
@@ -26,16 +32,21 @@ constexpr int kRows = kAttentionMmaTileRows;  // 64: 16 a warp
 constexpr int kWarps = kRows / 16;
 constexpr int kThreads = kWarps * 32;
 constexpr int kKeys = 64;   // keys a shared-memory tile: eight 8-key score fragments a warp
-constexpr int kPad = 8;     // halves of padding a shared row: rows 16 bytes apart mod 128 (no bank conflicts)
+constexpr int kPad = 8;     // elements of padding a shared row: rows 16 bytes apart mod 128 (no bank conflicts)
 constexpr float kLog2e = 1.4426950408889634f;
 
 static_assert(kRows % 16 == 0 && kKeys % 16 == 0, "fragments of 16 rows and 16 keys");
 
-// The fp16 K and V tiles the warps read, then the raw K and V rows of the next tile as the cache
-// holds them (elements of `element_bytes`), copied in while the current tile is computed.
-__host__ __device__ constexpr size_t tile_bytes(int d) { return sizeof(__half) * 2 * kKeys * static_cast<size_t>(d + kPad); }
+// A cache of 16-bit elements is read as the operands; a float cache through fp16 operand tiles.
+template <typename T>
+constexpr bool kDirect = sizeof(T) == 2;
+
+// One K and one V operand tile of 16-bit elements, padded rows.
+__host__ __device__ constexpr size_t tile_bytes(int d) { return 2 * 2 * kKeys * static_cast<size_t>(d + kPad); }
+// Direct: two operand tiles (one computed on, one filling). Float cache: one operand tile and the
+// raw rows of the next tile.
 __host__ __device__ constexpr size_t shared_bytes(int d, int element_bytes) {
-  return tile_bytes(d) + 2 * static_cast<size_t>(kKeys) * d * element_bytes;
+  return element_bytes == 2 ? 2 * tile_bytes(d) : tile_bytes(d) + 2 * static_cast<size_t>(kKeys) * d * element_bytes;
 }
 
 // 16 bytes global -> shared without passing through registers; zero-filled when !valid.
@@ -46,22 +57,47 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool vali
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
 
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
+// The two 16-bit operand types: packing two floats into one register, and d += a b for one
+// 16x8 tile (a the 16x16 row-major operand, b the 16x8 column-major one).
+template <typename H>
+struct Operand;
+template <>
+struct Operand<__half> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <>
+struct Operand<__nv_bfloat16> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
 
-// d += a b for one 16x8 tile: a the 16x16 row-major fp16 operand, b the 16x8 column-major one.
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// Four 8x8 matrices of 16-bit elements: lane l names row l % 8 of matrix l / 8; plain or transposed.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
 }
-
-// Four 8x8 fp16 matrices, transposed: lane l names row l % 8 of matrix l / 8.
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __half* row) {
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
   const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(row));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -72,15 +108,16 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const float* q, const AttentionTile* tiles,
                                                                  int num_tiles, StepTokens tokens,
                                                                  AttentionShape shape, PagedKv cache, float* out) {
+  using H = std::conditional_t<kDirect<T>, T, __half>;  // the operands' type
+  using Op = Operand<H>;
   constexpr int kLd = D + kPad;
   constexpr int kChunks = D / 16;     // 16-wide slices of head_dim: the k steps of S = Q K^T
   constexpr int kDimTiles = D / 8;    // 8-wide output fragments
   constexpr int kKeyTiles = kKeys / 8;
-  constexpr int kD4 = D / 4;
+  constexpr int kTileElems = kKeys * kLd;
   extern __shared__ __align__(128) unsigned char smem[];
-  auto* ks = reinterpret_cast<__half*>(smem);
-  auto* vs = ks + kKeys * kLd;
-  auto* stage_k = reinterpret_cast<T*>(smem + tile_bytes(D));
+  auto* operands = reinterpret_cast<H*>(smem);  // [buffer][K, V][kKeys][kLd]; one buffer unless direct
+  auto* stage_k = reinterpret_cast<T*>(smem + tile_bytes(D));  // float cache: raw rows of the next tile
   T* stage_v = stage_k + kKeys * D;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -101,7 +138,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const float*
   const int lo_a = shape.sliding_window > 0 ? pos_a - shape.sliding_window + 1 : 0;
   const int lo_b = shape.sliding_window > 0 ? pos_b - shape.sliding_window + 1 : 0;
 
-  // Q as A fragments, rounded to fp16 (zero past the tile's rows).
+  // Q as A fragments, rounded to the operand type (zero past the tile's rows).
   uint32_t qa[kChunks][4];
   {
     const float* qr_a = q + (tile.row_begin + r0) * q_row + static_cast<int64_t>(h) * D;
@@ -114,10 +151,10 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const float*
       const float2 a1 = live_b ? *reinterpret_cast<const float2*>(qr_b + col) : zero;
       const float2 a2 = live_a ? *reinterpret_cast<const float2*>(qr_a + col + 8) : zero;
       const float2 a3 = live_b ? *reinterpret_cast<const float2*>(qr_b + col + 8) : zero;
-      qa[c][0] = pack_half2(a0.x, a0.y);
-      qa[c][1] = pack_half2(a1.x, a1.y);
-      qa[c][2] = pack_half2(a2.x, a2.y);
-      qa[c][3] = pack_half2(a3.x, a3.y);
+      qa[c][0] = Op::pack(a0.x, a0.y);
+      qa[c][1] = Op::pack(a1.x, a1.y);
+      qa[c][2] = Op::pack(a2.x, a2.y);
+      qa[c][3] = Op::pack(a3.x, a3.y);
     }
   }
 
@@ -132,36 +169,60 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const float*
   const int warp_first = pos0 + warp * 16, warp_last = warp_first + 15;
   const float scale2 = shape.scale * kLog2e, slope2 = slope * kLog2e;
 
-  // Tile kt's raw rows into the staging buffers, 16 bytes a copy (keys past kv_hi read as zero).
-  constexpr int kChunksPerRow = D * static_cast<int>(sizeof(T)) / 16;
-  auto stage = [&](int kt) {
+  // Tile kt's rows, 16 bytes a copy (keys past kv_hi read as zero): straight into operand buffer
+  // `buf` (direct), or raw into the staging buffers. Block sizes that are powers of two (all the
+  // engines' caches) find a key's block by a shift rather than a division.
+  constexpr int kPerCopy = 16 / static_cast<int>(sizeof(T));
+  constexpr int kChunksPerRow = D / kPerCopy;
+  const int bs = cache.block_size;
+  const int bs_shift = (bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1;
+  auto stage = [&](int kt, int buf) {
     for (int idx = threadIdx.x; idx < kKeys * kChunksPerRow; idx += kThreads) {
-      const int j = idx / kChunksPerRow, c = idx - j * kChunksPerRow;
+      const int j = idx / kChunksPerRow, e = (idx - j * kChunksPerRow) * kPerCopy;
       const int kp = kt + j;
       const bool valid = kp <= kv_hi;
-      const int64_t off = valid ? (static_cast<int64_t>(table[kp / cache.block_size]) * cache.block_size +
-                                   kp % cache.block_size) * kv_row + static_cast<int64_t>(kv_head) * D
-                                : 0;
-      const int e = c * (16 / static_cast<int>(sizeof(T)));
-      cp_async16(stage_k + j * D + e, static_cast<const T*>(cache.k) + off + e, valid);
-      cp_async16(stage_v + j * D + e, static_cast<const T*>(cache.v) + off + e, valid);
+      const int blk = bs_shift >= 0 ? kp >> bs_shift : kp / bs;
+      const int64_t slot = valid ? static_cast<int64_t>(table[blk]) * bs + (kp - blk * bs) : 0;
+      const int64_t off = slot * kv_row + static_cast<int64_t>(kv_head) * D;
+      const T* src_k = static_cast<const T*>(cache.k) + off + e;
+      const T* src_v = static_cast<const T*>(cache.v) + off + e;
+      if constexpr (kDirect<T>) {
+        H* ks = operands + 2 * buf * kTileElems;
+        cp_async16(ks + j * kLd + e, src_k, valid);
+        cp_async16(ks + kTileElems + j * kLd + e, src_v, valid);
+      } else {
+        cp_async16(stage_k + j * D + e, src_k, valid);
+        cp_async16(stage_v + j * D + e, src_v, valid);
+      }
     }
     cp_async_commit();
   };
-  stage(kv_lo);
+  stage(kv_lo, 0);
 
-  for (int kt = kv_lo; kt <= kv_hi; kt += kKeys) {
-    cp_async_wait_all();
-    __syncthreads();  // tile kt is staged; every warp is done with the last fp16 tile
-    for (int idx = threadIdx.x; idx < kKeys * kD4; idx += kThreads) {
-      const int j = idx / kD4, c = idx - j * kD4;
-      const float4 kr = kv_load4(stage_k + j * D + 4 * c);
-      const float4 vr = kv_load4(stage_v + j * D + 4 * c);
-      *reinterpret_cast<uint2*>(ks + j * kLd + 4 * c) = make_uint2(pack_half2(kr.x, kr.y), pack_half2(kr.z, kr.w));
-      *reinterpret_cast<uint2*>(vs + j * kLd + 4 * c) = make_uint2(pack_half2(vr.x, vr.y), pack_half2(vr.z, vr.w));
+  for (int kt = kv_lo, it = 0; kt <= kv_hi; kt += kKeys, ++it) {
+    const H* ks;
+    if constexpr (kDirect<T>) {
+      cp_async_wait_all();
+      __syncthreads();  // tile kt is in buffer it % 2; every warp is done with the other buffer
+      if (kt + kKeys <= kv_hi) stage(kt + kKeys, (it + 1) % 2);  // filled while this tile is computed
+      ks = operands + 2 * (it % 2) * kTileElems;
+    } else {
+      cp_async_wait_all();
+      __syncthreads();  // tile kt is staged; every warp is done with the last fp16 tile
+      constexpr int kD4 = D / 4;
+      for (int idx = threadIdx.x; idx < kKeys * kD4; idx += kThreads) {
+        const int j = idx / kD4, c = idx - j * kD4;
+        const float4 kr = kv_load4(stage_k + j * D + 4 * c);
+        const float4 vr = kv_load4(stage_v + j * D + 4 * c);
+        *reinterpret_cast<uint2*>(operands + j * kLd + 4 * c) = make_uint2(Op::pack(kr.x, kr.y), Op::pack(kr.z, kr.w));
+        *reinterpret_cast<uint2*>(operands + kTileElems + j * kLd + 4 * c) =
+            make_uint2(Op::pack(vr.x, vr.y), Op::pack(vr.z, vr.w));
+      }
+      __syncthreads();  // the fp16 tile is ready and the staging buffers are free
+      if (kt + kKeys <= kv_hi) stage(kt + kKeys, 0);  // copied in while this tile is computed
+      ks = operands;
     }
-    __syncthreads();  // the fp16 tile is ready and the staging buffers are free
-    if (kt + kKeys <= kv_hi) stage(kt + kKeys);  // copied in while this tile is computed
+    const H* vs = ks + kTileElems;
 
     // A warp whose rows see none of this tile's keys (all in their future, or all behind their
     // window) has nothing to add.
@@ -169,16 +230,22 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const float*
     const bool window_skip = shape.sliding_window > 0 && kt + kKeys - 1 < warp_first - shape.sliding_window + 1;
     if (causal_skip || window_skip) continue;
 
-    // S = Q K^T: K rows [key][dim] are the column-major B operand as stored.
+    // S = Q K^T: K rows [key][dim] are the column-major B operand as stored. One ldmatrix gives
+    // two key tiles' fragments: matrices 0 and 1 are keys 8j + 0..7 of dims 16c + 0..7 and
+    // + 8..15, matrices 2 and 3 the same dims of keys 8(j + 1) + 0..7.
     float s[kKeyTiles][4];
 #pragma unroll
     for (int j = 0; j < kKeyTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    const int mat = lane / 8;
+    const H* krow = ks + ((mat >> 1) * 8 + lane % 8) * kLd + (mat & 1) * 8;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
-      for (int j = 0; j < kKeyTiles; ++j) {
-        const __half* kr = ks + (j * 8 + g) * kLd + c * 16 + 2 * t;
-        mma_16816(s[j], qa[c], *reinterpret_cast<const uint32_t*>(kr), *reinterpret_cast<const uint32_t*>(kr + 8));
+      for (int j = 0; j < kKeyTiles; j += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, krow + j * 8 * kLd + c * 16);
+        Op::mma(s[j], qa[c], b[0], b[1]);
+        Op::mma(s[j + 1], qa[c], b[2], b[3]);
       }
     }
 
@@ -246,19 +313,17 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const float*
     // O += P V, 16 keys at a time: the score fragments of keys 16c..16c+15 are P's A fragment.
 #pragma unroll
     for (int c = 0; c < kKeys / 16; ++c) {
-      const uint32_t pa[4] = {pack_half2(s[2 * c][0], s[2 * c][1]), pack_half2(s[2 * c][2], s[2 * c][3]),
-                              pack_half2(s[2 * c + 1][0], s[2 * c + 1][1]),
-                              pack_half2(s[2 * c + 1][2], s[2 * c + 1][3])};
+      const uint32_t pa[4] = {Op::pack(s[2 * c][0], s[2 * c][1]), Op::pack(s[2 * c][2], s[2 * c][3]),
+                              Op::pack(s[2 * c + 1][0], s[2 * c + 1][1]), Op::pack(s[2 * c + 1][2], s[2 * c + 1][3])};
       // ldmatrix rows: matrices 0 and 1 are keys 16c + 0..7 and + 8..15 of dims 16n + 0..7,
       // matrices 2 and 3 the same keys of dims 16n + 8..15.
-      const int mat = lane / 8;
-      const __half* vrow = vs + (c * 16 + (mat & 1) * 8 + lane % 8) * kLd + (mat >> 1) * 8;
+      const H* vrow = vs + (c * 16 + (mat & 1) * 8 + lane % 8) * kLd + (mat >> 1) * 8;
 #pragma unroll
       for (int n = 0; n < kDimTiles / 2; ++n) {
         uint32_t b[4];
         ldmatrix_x4_trans(b, vrow + n * 16);
-        mma_16816(o[2 * n], pa, b[0], b[1]);
-        mma_16816(o[2 * n + 1], pa, b[2], b[3]);
+        Op::mma(o[2 * n], pa, b[0], b[1]);
+        Op::mma(o[2 * n + 1], pa, b[2], b[3]);
       }
     }
   }

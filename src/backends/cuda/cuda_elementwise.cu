@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_elementwise.h"
 
+#include <algorithm>
+
 namespace kiln::cuda {
 namespace {
 
@@ -47,6 +49,20 @@ __global__ void silu_mul_kernel(const float* x, int64_t m, int64_t inter, float*
   }
 }
 
+// The same, four columns a thread (inter % 4 == 0) and rows strided over the grid's second
+// dimension: no division per element.
+__global__ void silu_mul4_kernel(const float* x, int64_t m, int64_t inter, float* y) {
+  const int64_t c = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 4;
+  if (c >= inter) return;
+  for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
+    const float* row = x + r * 2 * inter + c;
+    const float4 gate = *reinterpret_cast<const float4*>(row);
+    const float4 up = *reinterpret_cast<const float4*>(row + inter);
+    *reinterpret_cast<float4*>(y + r * inter + c) =
+        make_float4(silu_f(gate.x) * up.x, silu_f(gate.y) * up.y, silu_f(gate.z) * up.z, silu_f(gate.w) * up.w);
+  }
+}
+
 // x: [m, width]; every element goes to the output whose column range holds it.
 __global__ void split_kernel(const float* x, int64_t m, int64_t width, SplitOutputs outs) {
   const int64_t n = m * width;
@@ -86,7 +102,14 @@ void launch_gelu_tanh(const float* x, int64_t n, float* y, cudaStream_t stream) 
 }
 
 void launch_silu_mul(const float* x, int64_t m, int64_t inter, float* y, cudaStream_t stream) {
-  if (m * inter > 0) silu_mul_kernel<<<blocks_for(m * inter), kThreads, 0, stream>>>(x, m, inter, y);
+  if (m * inter <= 0) return;
+  if (inter % 4 == 0) {
+    const dim3 grid(static_cast<unsigned>((inter / 4 + kThreads - 1) / kThreads),
+                    static_cast<unsigned>(std::min<int64_t>(m, 65535)));
+    silu_mul4_kernel<<<grid, kThreads, 0, stream>>>(x, m, inter, y);
+  } else {
+    silu_mul_kernel<<<blocks_for(m * inter), kThreads, 0, stream>>>(x, m, inter, y);
+  }
 }
 
 void launch_split(const float* x, int64_t m, int64_t width, const SplitOutputs& outputs, cudaStream_t stream) {
