@@ -437,11 +437,20 @@ Status CudaBackend::State::bind_nodes() {
         auto* y = static_cast<float*>(buffer(act.outputs[0]));
         const int depth = decode->algo == CudaMatmulAlgo::kGemvDeep ? 8 : 4;
         const ir::WeightFormat format = w.format;
+        // Larger steps of a rounded half-precision product write gate/up in the weights' type,
+        // which SwiGLU widens as it reads: half the bytes of the product's output, written and read.
+        const bool product_16 = gemm_16_out_supports(*prefill) && !has_bias && (n / 2) % 4 == 0;
         fn = [=](const StepContext& s) {
           const int64_t m = rows_of(x, s);
           const float* bias = has_bias ? f_in(2) : nullptr;
           if (m < kGemvMaxRows && gemv_supports(format)) {
             launch_gemv_silu_mul(format, f_in(0), m, k, in[1], n / 2, bias, y, self->stream, depth);
+            return Status::ok();
+          }
+          if (m >= kGemvMaxRows && product_16) {
+            KILN_RETURN_IF_ERROR(
+                launch_gemm_16_out(*prefill, self->cublas, f_in(0), m, k, in[1], n, out[0], self->scratch.ptr, self->stream));
+            launch_silu_mul_16(out[0], format == ir::WeightFormat::kBF16, m, n / 2, y, self->stream);
             return Status::ok();
           }
           const CudaMatmulKernel& kern = m < kGemvMaxRows ? *decode : *prefill;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_dequant.h"
@@ -74,6 +75,39 @@ void launch_split(const float* x, int64_t n, int parts, void* out, cudaStream_t 
   if (parts == 3) split_activations_kernel<T, 3><<<blocks, kThreads, 0, stream>>>(x, n, o);
 }
 
+// The f16 / bf16 products: x split into `parts` of the weights' type (scratch), then one GEMM a
+// part and range of weight rows into y, fp32 or (y_16) the weights' type.
+Status products_16(cublasHandle_t handle, ir::WeightFormat format, int parts, const float* x, int64_t m, int64_t k,
+                   const void* w, int64_t n, void* y, bool y_16, void* scratch, cudaStream_t stream,
+                   int column_parts) {
+  const float one = 1.0f, zero = 0.0f;
+  const int in = static_cast<int>(n), im = static_cast<int>(m), ik = static_cast<int>(k);
+  const bool half = format == ir::WeightFormat::kF16;
+  const cudaDataType_t type = half ? CUDA_R_16F : CUDA_R_16BF;
+  if (half) {
+    launch_split<__half>(x, m * k, parts, scratch, stream);
+  } else {
+    launch_split<__nv_bfloat16>(x, m * k, parts, scratch, stream);
+  }
+  KILN_CUDA_RETURN_IF_LAUNCH_FAILED("activation conversion");
+  // The weight rows in column_parts consecutive ranges, one product each (the output's
+  // leading dimension stays n).
+  const int64_t per_part = (n + column_parts - 1) / column_parts;
+  const size_t y_bytes = y_16 ? 2 : 4;
+  for (int64_t c0 = 0; c0 < n; c0 += per_part) {
+    const int ic = static_cast<int>(std::min(per_part, n - c0));
+    const void* wc = static_cast<const std::byte*>(w) + static_cast<size_t>(c0 * k) * 2;
+    void* yc = static_cast<std::byte*>(y) + static_cast<size_t>(c0) * y_bytes;
+    for (int p = 0; p < parts; ++p) {
+      const void* xp = static_cast<const std::byte*>(scratch) + static_cast<size_t>(p) * static_cast<size_t>(m * k) * 2;
+      KILN_CUBLAS_RETURN_IF_ERROR(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, ic, im, ik, &one, wc, type, ik, xp,
+                                               type, ik, p == 0 ? &zero : &one, yc, y_16 ? type : CUDA_R_32F, in,
+                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 bool gemm_supports(ir::WeightFormat format) {
@@ -88,43 +122,35 @@ Status launch_gemm(cublasHandle_t handle, ir::WeightFormat format, GemmActivatio
                    int64_t k, const void* w, int64_t n, const float* bias, float* y, void* scratch,
                    cudaStream_t stream, int column_parts) {
   if (m <= 0 || n <= 0) return Status::ok();
-  const float one = 1.0f, zero = 0.0f;
   // Column-major view: y^T [n, m] = W [k, n]^T · x^T [k, m].
-  const int in = static_cast<int>(n), im = static_cast<int>(m), ik = static_cast<int>(k);
   if (format == ir::WeightFormat::kF32) {
+    const float one = 1.0f, zero = 0.0f;
+    const int in = static_cast<int>(n), im = static_cast<int>(m), ik = static_cast<int>(k);
     KILN_CUBLAS_RETURN_IF_ERROR(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, in, im, ik, &one, w, CUDA_R_32F, ik, x,
                                              CUDA_R_32F, ik, &zero, y, CUDA_R_32F, in, CUBLAS_COMPUTE_32F,
                                              CUBLAS_GEMM_DEFAULT));
   } else {
-    const int parts = parts_of(format, mode);
-    const bool half = format == ir::WeightFormat::kF16;
-    const cudaDataType_t type = half ? CUDA_R_16F : CUDA_R_16BF;
-    if (half) {
-      launch_split<__half>(x, m * k, parts, scratch, stream);
-    } else {
-      launch_split<__nv_bfloat16>(x, m * k, parts, scratch, stream);
-    }
-    KILN_CUDA_RETURN_IF_LAUNCH_FAILED("activation conversion");
-    // The weight rows in column_parts consecutive ranges, one product each (the output's
-    // leading dimension stays n).
-    const int64_t per_part = (n + column_parts - 1) / column_parts;
-    for (int64_t c0 = 0; c0 < n; c0 += per_part) {
-      const int ic = static_cast<int>(std::min(per_part, n - c0));
-      const void* wc = static_cast<const std::byte*>(w) + static_cast<size_t>(c0 * k) * 2;
-      for (int p = 0; p < parts; ++p) {
-        const void* xp =
-            static_cast<const std::byte*>(scratch) + static_cast<size_t>(p) * static_cast<size_t>(m * k) * 2;
-        KILN_CUBLAS_RETURN_IF_ERROR(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, ic, im, ik, &one, wc, type, ik, xp,
-                                                 type, ik, p == 0 ? &zero : &one, y + c0, CUDA_R_32F, in,
-                                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-      }
-    }
+    KILN_RETURN_IF_ERROR(products_16(handle, format, parts_of(format, mode), x, m, k, w, n, y, /*y_16=*/false, scratch,
+                                     stream, column_parts));
   }
   if (bias != nullptr) {
     launch_add_bias(y, m, n, bias, stream);
     KILN_CUDA_RETURN_IF_LAUNCH_FAILED("bias add");
   }
   return Status::ok();
+}
+
+bool gemm_16_out_supports(const CudaMatmulKernel& kernel) {
+  return (kernel.algo == CudaMatmulAlgo::kGemmRounded || kernel.algo == CudaMatmulAlgo::kGemmRoundedHalves) &&
+         (kernel.format == ir::WeightFormat::kF16 || kernel.format == ir::WeightFormat::kBF16);
+}
+
+Status launch_gemm_16_out(const CudaMatmulKernel& kernel, cublasHandle_t handle, const float* x, int64_t m, int64_t k,
+                          const void* w, int64_t n, void* y, void* scratch, cudaStream_t stream) {
+  if (!gemm_16_out_supports(kernel)) return invalid_argument(std::string(kernel.name) + " writes fp32 products");
+  if (m <= 0 || n <= 0) return Status::ok();
+  const int column_parts = kernel.algo == CudaMatmulAlgo::kGemmRoundedHalves ? 2 : 1;
+  return products_16(handle, kernel.format, 1, x, m, k, w, n, y, /*y_16=*/true, scratch, stream, column_parts);
 }
 
 size_t matmul_scratch_bytes(const CudaMatmulKernel& kernel, int64_t m, int64_t n, int64_t k) {

@@ -12,9 +12,10 @@ constexpr int kMaxHalf = 256;        // rotary_dim <= 512
 constexpr int64_t kTargetBlocks = 4096;  // blocks of a launch: a few waves on a Hopper GPU
 
 // Block (i, b): token i, head groups b, b + gridDim.y, ... of the [q | k | v] head list (a group
-// is as many heads as kThreads threads cover, one thread a dimension); cos and sin of the token
-// are evaluated once per block. In a group, the first half of each rotated head's dimensions
-// write a turned pair, the passed-through dimensions and every value dimension a copy.
+// is as many heads as kThreads threads cover at one thread a pair of dimensions); cos and sin of
+// the token are evaluated once per block. Thread p of a rotated head (q, k) writes the turned pair
+// (p, p + half) when p < half, else two passed-through dimensions (2 half + 2 (p - half) and the
+// next); thread p of a value head copies dimensions 2p and 2p + 1.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* __restrict__ qkv, QkvShape shape,
                                                                   StepTokens tokens, const float* inv_freq,
@@ -23,8 +24,8 @@ __global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* _
                                                                   PagedKv cache) {
   __shared__ float cos_sin[2 * kMaxHalf];
   const int64_t i = blockIdx.x;
-  const int d_head = shape.head_dim, half = shape.rotary_dim / 2;
-  const int heads_per_group = kThreads / d_head;
+  const int d_head = shape.head_dim, half = shape.rotary_dim / 2, pairs = d_head / 2;
+  const int heads_per_group = kThreads / pairs;
   const int total_heads = shape.num_heads + 2 * shape.num_kv_heads;
   const int groups = (total_heads + heads_per_group - 1) / heads_per_group;
   const int pos = tokens.positions[i];
@@ -37,17 +38,18 @@ __global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* _
     cos_sin[half + j] = static_cast<float>(s);
   }
   __syncthreads();
-  if (static_cast<int>(threadIdx.x) >= heads_per_group * d_head) return;
-  const int d = static_cast<int>(threadIdx.x) % d_head;
+  if (static_cast<int>(threadIdx.x) >= heads_per_group * pairs) return;
+  const int p = static_cast<int>(threadIdx.x) % pairs;
   const int64_t q_row = static_cast<int64_t>(shape.num_heads) * d_head;
   const int64_t kv_row = static_cast<int64_t>(shape.num_kv_heads) * d_head;
   const int32_t* table = cache.tables + static_cast<int64_t>(tokens.token_seq[i]) * cache.table_stride;
   const int64_t dst = (static_cast<int64_t>(table[pos / cache.block_size]) * cache.block_size + pos % cache.block_size) *
                       kv_row;
-  const float c = d < half ? cos_sin[d] : 0.0f, s = d < half ? cos_sin[half + d] : 0.0f;
+  const float c = p < half ? cos_sin[p] : 0.0f, s = p < half ? cos_sin[half + p] : 0.0f;
+  const int pass = 2 * half + 2 * (p - half);  // a rotated head's passed-through pair, when p >= half
 #pragma unroll 4
   for (int g = blockIdx.y; g < groups; g += gridDim.y) {
-    const int head = g * heads_per_group + static_cast<int>(threadIdx.x) / d_head;
+    const int head = g * heads_per_group + static_cast<int>(threadIdx.x) / pairs;
     if (head >= total_heads) break;
     const float* in = qkv + i * (q_row + 2 * kv_row) + static_cast<int64_t>(head) * d_head;
     float* out = nullptr;
@@ -65,23 +67,27 @@ __global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* _
       slot = static_cast<T*>(cache.v) + dst + at;
       rotate = false;
     }
-    if (rotate && d < half) {
-      const float x1 = __ldg(in + d), x2 = __ldg(in + d + half);
+    if (rotate && p < half) {
+      const float x1 = __ldg(in + p), x2 = __ldg(in + p + half);
       // Separate roundings, as the CPU computes it (no fused multiply-add).
       const float y1 = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
       const float y2 = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
       if (out != nullptr) {
-        out[d] = y1;
-        out[d + half] = y2;
+        out[p] = y1;
+        out[p + half] = y2;
       }
       if (slot != nullptr) {
-        kv_store(slot + d, y1);
-        kv_store(slot + d + half, y2);
+        kv_store(slot + p, y1);
+        kv_store(slot + p + half, y2);
       }
-    } else if (!rotate || d >= 2 * half) {
-      const float x = __ldg(in + d);
-      if (out != nullptr) out[d] = x;
-      if (slot != nullptr) kv_store(slot + d, x);
+    } else {
+      const int d = rotate ? pass : 2 * p;
+      const float2 x = __ldg(reinterpret_cast<const float2*>(in + d));
+      if (out != nullptr) *reinterpret_cast<float2*>(out + d) = x;
+      if (slot != nullptr) {
+        kv_store(slot + d, x.x);
+        kv_store(slot + d + 1, x.y);
+      }
     }
   }
 }
@@ -92,7 +98,7 @@ void launch_qkv_rope_store(const float* qkv, int64_t t, const QkvShape& shape, S
                            const float* inv_freq, const int32_t* token_seq, float* q, float* k, float* v,
                            PagedKv cache, cudaStream_t stream) {
   if (t <= 0) return;
-  const int heads_per_group = kThreads / shape.head_dim;
+  const int heads_per_group = kThreads / (shape.head_dim / 2);
   const int total_heads = shape.num_heads + 2 * shape.num_kv_heads;
   const int64_t groups = (total_heads + heads_per_group - 1) / heads_per_group;
   // A group per block for small steps (decode: the heads spread over the GPU); for long ones,
@@ -108,7 +114,7 @@ void launch_qkv_rope_store(const float* qkv, int64_t t, const QkvShape& shape, S
 }
 
 bool qkv_rope_store_supported(const QkvShape& shape) {
-  return shape.head_dim > 0 && shape.head_dim <= kThreads && shape.rotary_dim % 2 == 0 &&
+  return shape.head_dim > 0 && shape.head_dim <= kThreads && shape.head_dim % 2 == 0 && shape.rotary_dim % 2 == 0 &&
          shape.rotary_dim <= shape.head_dim && shape.rotary_dim / 2 <= kMaxHalf;
 }
 

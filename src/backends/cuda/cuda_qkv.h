@@ -22,7 +22,7 @@ struct QkvShape {
   int rotary_dim;  // <= head_dim, even; dimensions past it pass through
 };
 
-// Whether the kernel takes this shape (head_dim <= 256, rotary_dim even and <= head_dim).
+// Whether the kernel takes this shape (head_dim even and <= 256, rotary_dim even and <= head_dim).
 bool qkv_rope_store_supported(const QkvShape& shape);
 
 // qkv: [t, (num_heads + 2 * num_kv_heads) * head_dim] = [q | k | v] per token.

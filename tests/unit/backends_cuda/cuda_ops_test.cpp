@@ -312,6 +312,47 @@ TEST(CudaMatmul, GemvWithSwigluMatchesProductThenSilu) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
+// Batched steps of a rounded half-precision gate/up product write it in the weights' type and
+// SwiGLU widens it: against the fp32 product then SwiGLU, one more rounding of gate and up.
+TEST(CudaMatmul, HalfProductThenSwigluMatchesFp32Product) {
+  KILN_REQUIRE_GPU();
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  struct Shape {
+    int64_t m, inter, k;
+  };
+  const Shape shapes[] = {{8, 84, 768}, {37, 40, 96}, {130, 256, 1024}};
+  for (ir::WeightFormat f : {ir::WeightFormat::kF16, ir::WeightFormat::kBF16}) {
+    for (const CudaMatmulKernel* kern : cuda_matmul_kernels(f, 128)) {
+      if (!gemm_16_out_supports(*kern)) continue;
+      for (const Shape& s : shapes) {
+        const int64_t n = 2 * s.inter;
+        const auto x = random_floats(static_cast<size_t>(s.m * s.k), 36);
+        const auto wf = random_floats(static_cast<size_t>(n * s.k), 37);
+        std::vector<std::byte> w(static_cast<size_t>(n) * ir::weight_format_row_bytes(f, s.k));
+        ir::weight_quantize(f, wf.data(), n, s.k, w.data());
+        DeviceArray<float> dx(x), product(static_cast<size_t>(s.m * n)), want(static_cast<size_t>(s.m * s.inter)),
+            got(static_cast<size_t>(s.m * s.inter));
+        DeviceArray<std::byte> dw(w), scratch(matmul_scratch_bytes(*kern, s.m, n, s.k) + 16),
+            product16(static_cast<size_t>(s.m * n) * 2);
+        ASSERT_TRUE(launch_matmul(*kern, handle, dx.get(), s.m, s.k, dw.get(), n, nullptr, product.get(),
+                                  scratch.get(), nullptr));
+        launch_silu_mul(product.get(), s.m, s.inter, want.get(), nullptr);
+        ASSERT_TRUE(launch_gemm_16_out(*kern, handle, dx.get(), s.m, s.k, dw.get(), n, product16.get(), scratch.get(),
+                                       nullptr));
+        launch_silu_mul_16(product16.get(), f == ir::WeightFormat::kBF16, s.m, s.inter, got.get(), nullptr);
+        // Gate and up rounded once more: 2^-11 (fp16) or 2^-8 (bf16) each.
+        EXPECT_LE(rel_error(got.download(), want.download()), f == ir::WeightFormat::kBF16 ? 1.6e-2 : 2e-3)
+            << kern->name << " m " << s.m << " inter " << s.inter << " k " << s.k;
+      }
+    }
+  }
+  const CudaMatmulKernel* split = cuda_matmul_kernels(ir::WeightFormat::kF16, 128)[0];
+  EXPECT_FALSE(gemm_16_out_supports(*split)) << "fp32-accurate products keep fp32 outputs";
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cublasDestroy(handle);
+}
+
 TEST(CudaMatmul, KernelListsSplitDecodeFromPrefill) {
   // Needs no GPU: the lists the build chooses from.
   for (ir::WeightFormat f : {ir::WeightFormat::kF32, ir::WeightFormat::kF16, ir::WeightFormat::kBF16}) {

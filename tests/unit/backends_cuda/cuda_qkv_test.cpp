@@ -134,6 +134,7 @@ TEST(CudaQkv, ShapesItTakes) {
   EXPECT_TRUE(qkv_rope_store_supported({32, 32, 128, 128}));
   EXPECT_TRUE(qkv_rope_store_supported({4, 2, 20, 12}));
   EXPECT_FALSE(qkv_rope_store_supported({4, 2, 20, 13})) << "odd rotary_dim";
+  EXPECT_FALSE(qkv_rope_store_supported({4, 2, 21, 12})) << "odd head_dim";
   EXPECT_FALSE(qkv_rope_store_supported({4, 2, 20, 24})) << "rotary_dim past head_dim";
   EXPECT_FALSE(qkv_rope_store_supported({2, 1, 512, 512})) << "head_dim past the block";
 }
