@@ -6,8 +6,9 @@
 #   - the time of one 2048-token prefill step (`kiln bench --prompt 2048`, median of 3),
 #   - both again with a bf16 KV cache (`--kv-cache-dtype bf16`),
 #   - output tokens/s of 64 requests of 128 + 128 tokens at once, and of OFFLINE_REQUESTS (256)
-#     such requests (`kiln bench --offline`, KV cache of BATCH_KV elements, default bf16); with SERVE=1, kiln serve on the GPU driven by
-#     kiln bench serve at concurrency 1, 16 and 64; with PROFILE=1, the per-node profile of eager steps;
+#     such requests (`kiln bench --offline`, KV cache of BATCH_KV elements, default bf16); with
+#     SERVE=1, kiln serve on the GPU (the same KV cache) driven by kiln bench serve at concurrency
+#     1, 16 and 64; with PROFILE=1, the per-node profile of eager steps;
 #     with QUANT=1, batch-1 decode and the 2048-token prefill of weight-only int8 (per channel) and
 #     int4 (groups of 32 and of 128) engines built from the same checkpoint
 # and, with PEERS set to a folder of PyTorch peer scripts (eager transformers, torch.compile), runs them beside it in the
@@ -71,7 +72,8 @@ if [ "${BATCH:-1}" = 1 ]; then
     --kv-cache-dtype "$kv" | tee "$WORK/offline.txt"
 fi
 if [ "${SERVE:-0}" = 1 ]; then  # kiln serve on the GPU (KV cache from --gpu-memory-fraction), kiln bench serve on loopback
-  "$KILN" serve "$engine" --port 8391 --gpu-memory-fraction 0.9 --max-num-seqs 64 > "$WORK/serve.log" 2>&1 &
+  "$KILN" serve "$engine" --port 8391 --gpu-memory-fraction 0.9 --max-num-seqs 64 --kv-cache-dtype "${BATCH_KV:-bf16}" \
+    > "$WORK/serve.log" 2>&1 &
   server=$!
   for _ in $(seq 300); do curl -sf http://127.0.0.1:8391/v2/health/ready > /dev/null && break; sleep 0.2; done
   head -n 2 "$WORK/serve.log"
