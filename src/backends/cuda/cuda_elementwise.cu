@@ -52,43 +52,38 @@ __global__ void silu_mul_kernel(const float* x, int64_t m, int64_t inter, float*
   }
 }
 
-// The same, four columns a thread (inter % 4 == 0) and rows strided over the grid's second
-// dimension: no division per element.
-__global__ void silu_mul4_kernel(const float* x, int64_t m, int64_t inter, float* y) {
-  const int64_t c = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 4;
-  if (c >= inter) return;
-  for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
-    const float* row = x + r * 2 * inter + c;
-    const float4 gate = *reinterpret_cast<const float4*>(row);
-    const float4 up = *reinterpret_cast<const float4*>(row + inter);
-    *reinterpret_cast<float4*>(y + r * inter + c) =
-        make_float4(silu_f(gate.x) * up.x, silu_f(gate.y) * up.y, silu_f(gate.z) * up.z, silu_f(gate.w) * up.w);
-  }
-}
-
-// Four 16-bit elements (8 bytes) widened to floats.
-__device__ __forceinline__ float4 widen4(uint2 u, const __half*) {
+// Four consecutive elements as floats: floats (16 bytes), or fp16 / bf16 values (8 bytes) widened.
+__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 load4(const __half* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
   const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
   const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
   return make_float4(a.x, a.y, b.x, b.y);
 }
-__device__ __forceinline__ float4 widen4(uint2 u, const __nv_bfloat16*) {
+__device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
   return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
                      __uint_as_float(u.y & 0xffff0000u));
 }
 
-// silu_mul4_kernel over 16-bit [gate | up] rows.
+// silu_mul_kernel four columns a thread (inter % 4 == 0), rows strided over the grid's second
+// dimension (no division per element), over float or 16-bit [gate | up] rows.
 template <typename T>
-__global__ void silu_mul4_16_kernel(const T* x, int64_t m, int64_t inter, float* y) {
+__global__ void silu_mul4_kernel(const T* x, int64_t m, int64_t inter, float* y) {
   const int64_t c = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 4;
   if (c >= inter) return;
   for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
     const T* row = x + r * 2 * inter + c;
-    const float4 gate = widen4(*reinterpret_cast<const uint2*>(row), row);
-    const float4 up = widen4(*reinterpret_cast<const uint2*>(row + inter), row);
+    const float4 gate = load4(row);
+    const float4 up = load4(row + inter);
     *reinterpret_cast<float4*>(y + r * inter + c) =
         make_float4(silu_f(gate.x) * up.x, silu_f(gate.y) * up.y, silu_f(gate.z) * up.z, silu_f(gate.w) * up.w);
   }
+}
+
+dim3 silu_mul4_grid(int64_t m, int64_t inter) {
+  return dim3(static_cast<unsigned>((inter / 4 + kThreads - 1) / kThreads),
+              static_cast<unsigned>(std::min<int64_t>(m, 65535)));
 }
 
 // x: [m, width]; every element goes to the output whose column range holds it.
@@ -132,9 +127,7 @@ void launch_gelu_tanh(const float* x, int64_t n, float* y, cudaStream_t stream) 
 void launch_silu_mul(const float* x, int64_t m, int64_t inter, float* y, cudaStream_t stream) {
   if (m * inter <= 0) return;
   if (inter % 4 == 0) {
-    const dim3 grid(static_cast<unsigned>((inter / 4 + kThreads - 1) / kThreads),
-                    static_cast<unsigned>(std::min<int64_t>(m, 65535)));
-    silu_mul4_kernel<<<grid, kThreads, 0, stream>>>(x, m, inter, y);
+    silu_mul4_kernel<<<silu_mul4_grid(m, inter), kThreads, 0, stream>>>(x, m, inter, y);
   } else {
     silu_mul_kernel<<<blocks_for(m * inter), kThreads, 0, stream>>>(x, m, inter, y);
   }
@@ -142,12 +135,11 @@ void launch_silu_mul(const float* x, int64_t m, int64_t inter, float* y, cudaStr
 
 void launch_silu_mul_16(const void* x, bool bf16, int64_t m, int64_t inter, float* y, cudaStream_t stream) {
   if (m * inter <= 0) return;
-  const dim3 grid(static_cast<unsigned>((inter / 4 + kThreads - 1) / kThreads),
-                  static_cast<unsigned>(std::min<int64_t>(m, 65535)));
   if (bf16) {
-    silu_mul4_16_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), m, inter, y);
+    silu_mul4_kernel<<<silu_mul4_grid(m, inter), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), m,
+                                                                         inter, y);
   } else {
-    silu_mul4_16_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const __half*>(x), m, inter, y);
+    silu_mul4_kernel<<<silu_mul4_grid(m, inter), kThreads, 0, stream>>>(static_cast<const __half*>(x), m, inter, y);
   }
 }
 
