@@ -12,8 +12,9 @@
 //   - a float cache: cp.async copies the next tile's rows into a staging buffer while the current
 //     tile is computed, and the block rounds them to fp16 into the operand tile (two barriers a
 //     tile; q, k, v, p rounded to fp16, relative error about 1e-3).
-// Causal masking, GQA, sliding window and ALiBi as in the other kernels. Tiles run longest first,
-// so that the short ones fill the end of the launch.
+// Causal masking, GQA, sliding window and ALiBi as in the other kernels. Blocks start longest tile
+// first over all heads (the grid's x is the head, which varies fastest in launch order), so that
+// the short tiles fill the end of the launch.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -122,8 +123,8 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const float*
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // the fragment row (and +8) and column pair of this lane
-  const AttentionTile tile = tiles[num_tiles - 1 - static_cast<int>(blockIdx.x)];
-  const int h = blockIdx.y;
+  const AttentionTile tile = tiles[num_tiles - 1 - static_cast<int>(blockIdx.y)];
+  const int h = blockIdx.x;
   const int kv_head = h / (shape.num_heads / shape.num_kv_heads);
   const int64_t q_row = static_cast<int64_t>(shape.num_heads) * D;
   const int64_t kv_row = static_cast<int64_t>(shape.num_kv_heads) * D;
@@ -387,7 +388,7 @@ bool attention_mma_supported(int head_dim) { return head_dim > 0 && head_dim % 3
 void launch_attention_mma(const float* q, const AttentionTile* tiles, int64_t num_tiles, StepTokens tokens,
                           const AttentionShape& shape, PagedKv cache, float* out, cudaStream_t stream) {
   if (num_tiles <= 0) return;
-  const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_heads));
+  const dim3 grid(static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(num_tiles));
   const size_t bytes = shared_bytes(shape.head_dim, cache.bf16 ? 2 : 4);
   const auto n = static_cast<int>(num_tiles);
   if (cache.bf16) {
