@@ -211,6 +211,12 @@ TEST_F(CliTest, SameSeedSameTextAndPerplexityOfHeldOutText) {
   EXPECT_LT(value, 200.0);
   expect_user_error(kiln("eval " + engine + " --text " + path("missing.txt")), "missing.txt");
   expect_user_error(kiln("run " + engine + " -p hi --top-p 1.5"), "top_p");
+  // A bf16 KV cache runs the same command; an unknown element type names the flag.
+  Result bf16 = kiln("run " + engine + " -p 'The sea' -n 8 --temperature 0 --no-stats --threads 2 --kv-cache-dtype bf16");
+  ASSERT_EQ(bf16.status, 0) << bf16.out;
+  EXPECT_EQ(bf16.out.rfind("The sea", 0), 0u) << bf16.out;
+  EXPECT_GT(bf16.out.size(), std::string("The sea").size() + 8) << bf16.out;
+  expect_user_error(kiln("run " + engine + " -p hi --kv-cache-dtype fp8"), "--kv-cache-dtype");
 }
 
 // kiln run --chat: the conversation goes through the chat template and keeps its history, so
