@@ -22,6 +22,7 @@ KILN=${KILN:-build/release/kiln}
 WORK=${WORK:-/tmp/kiln_cuda_bench}
 OUT=${OUT:-bench/results}
 PEERS=${PEERS:-}
+batch_kv=${BATCH_KV:-bf16}  # the KV cache of the batched, offline and serving runs
 mkdir -p "$WORK" "$OUT"
 ckpt=$WORK/llama-2-7b-fp16
 engine=$WORK/llama-2-7b-fp16.kiln
@@ -65,14 +66,13 @@ first_token_s=$(since "$t0")
 # through the serving engine with a KV pool large enough that nothing is preempted.
 # BATCH=0 leaves both out.
 if [ "${BATCH:-1}" = 1 ]; then
-  kv=${BATCH_KV:-bf16}
-  "$KILN" bench "$engine" --offline --batch 64 --prompt 128 --decode 128 --kv-cache-gib 24 --kv-cache-dtype "$kv" |
+  "$KILN" bench "$engine" --offline --batch 64 --prompt 128 --decode 128 --kv-cache-gib 24 --kv-cache-dtype "$batch_kv" |
     tee "$WORK/batch64.txt"
   "$KILN" bench "$engine" --offline --batch "${OFFLINE_REQUESTS:-256}" --prompt 128 --decode 128 --kv-cache-gib 72 \
-    --kv-cache-dtype "$kv" | tee "$WORK/offline.txt"
+    --kv-cache-dtype "$batch_kv" | tee "$WORK/offline.txt"
 fi
 if [ "${SERVE:-0}" = 1 ]; then  # kiln serve on the GPU (KV cache from --gpu-memory-fraction), kiln bench serve on loopback
-  "$KILN" serve "$engine" --port 8391 --gpu-memory-fraction 0.9 --max-num-seqs 64 --kv-cache-dtype "${BATCH_KV:-bf16}" \
+  "$KILN" serve "$engine" --port 8391 --gpu-memory-fraction 0.9 --max-num-seqs 64 --kv-cache-dtype "$batch_kv" \
     > "$WORK/serve.log" 2>&1 &
   server=$!
   for _ in $(seq 300); do curl -sf http://127.0.0.1:8391/v2/health/ready > /dev/null && break; sleep 0.2; done
@@ -142,11 +142,8 @@ for name in ("batch64", "offline"):
     res[f"{name}_preemptions"] = int(re.search(r"^preemptions ([0-9]+)", text, re.M).group(1))
     res[f"{name}_kv_cache"] = re.search(r"KV pool [0-9]+ MiB (\S+)", text).group(1)
 res["prefill_2048_ms"] = 2048 / res["prefill_2048_tok_s"] * 1e3
-try:
-    res["decode_bs1_bf16_kv_tok_s"] = grab(f"{work}/decode_bf16kv.txt", "decode")
-    res["prefill_2048_bf16_kv_ms"] = 2048 / grab(f"{work}/prefill_bf16kv.txt", "prefill") * 1e3
-except FileNotFoundError:
-    pass
+res["decode_bs1_bf16_kv_tok_s"] = grab(f"{work}/decode_bf16kv.txt", "decode")
+res["prefill_2048_bf16_kv_ms"] = 2048 / grab(f"{work}/prefill_bf16kv.txt", "prefill") * 1e3
 for spec in ("int8_g0", "int4_g32", "int4_g128"):
     try:
         q = grab(f"{work}/decode_{spec}.txt", "decode")

@@ -130,7 +130,7 @@ Status run_requests(llm::ServingEngine& engine, const std::vector<std::vector<in
   return Status::ok();
 }
 
-int run_offline_bench(const BenchArgs& a) {
+int run_offline_bench(const BenchArgs& a, runtime::KvCacheDtype kv_dtype) {
   if (a.prompt < 1 || a.decode < 1 || a.batch < 1) return fail(invalid_argument("--prompt, --decode, --batch must be >= 1"));
   auto session = open_session(a.engine, a.threads, 1);
   if (!session) return fail(session.status());
@@ -144,9 +144,7 @@ int run_offline_bench(const BenchArgs& a) {
   llm::ServingOptions options;
   options.max_num_seqs = a.batch;
   options.kv_cache_bytes = static_cast<uint64_t>(a.kv_cache_gib * 1073741824.0);
-  auto kv_dtype = runtime::parse_kv_cache_dtype(a.kv_cache_dtype);
-  if (!kv_dtype) return fail(kv_dtype.status().with_context("--kv-cache-dtype"));
-  options.kv_cache_dtype = *kv_dtype;
+  options.kv_cache_dtype = kv_dtype;
   options.on_engine_thread_start = [threads = a.threads] { cpu::cpu_set_threads(threads); };
   auto engine = llm::ServingEngine::create(*session->executor, **tokenizer, {}, options);
   if (!engine) return fail(engine.status());
@@ -195,10 +193,10 @@ int run_offline_bench(const BenchArgs& a) {
 
 int run_bench(const BenchArgs& a) {
   if (a.engine.empty()) return fail(invalid_argument("an engine file is required: kiln bench ENGINE (or kiln bench serve --url URL)"));
-  if (a.offline) return run_offline_bench(a);
-  if (a.prompt < 1 || a.decode < 1 || a.repeat < 1) return fail(invalid_argument("--prompt, --decode, --repeat must be >= 1"));
   auto kv_dtype = runtime::parse_kv_cache_dtype(a.kv_cache_dtype);
   if (!kv_dtype) return fail(kv_dtype.status().with_context("--kv-cache-dtype"));
+  if (a.offline) return run_offline_bench(a, *kv_dtype);
+  if (a.prompt < 1 || a.decode < 1 || a.repeat < 1) return fail(invalid_argument("--prompt, --decode, --repeat must be >= 1"));
   auto session = open_session(a.engine, a.threads, a.prompt + a.decode, *kv_dtype);
   if (!session) return fail(session.status());
   const auto& facts = session->model->facts();
@@ -266,7 +264,7 @@ CommandFn add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
   cmd->add_flag("--offline", args->offline, "serve --batch requests through the serving engine (no HTTP)");
   cmd->add_option("--batch", args->batch, "requests submitted at once (--offline)")->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV cache element, fp32 or bf16 (bf16: GPU engines)")
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV cache element, fp32 or bf16 (half the bytes)")
       ->capture_default_str();
   cmd->add_option("--kv-cache-gib", args->kv_cache_gib,
                   "KV pool in GiB (--offline; default: the serving engine's, at most 1 GiB)");
