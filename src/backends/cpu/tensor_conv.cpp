@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "backends/cpu/conv_gemm.h"
+#include "backends/cpu/conv_geometry.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/tensor_epilogue.h"
@@ -24,67 +25,6 @@ namespace {
 using ir::DType;
 using ir::Shape;
 using ir::Tensor;
-
-struct Window {
-  std::vector<int64_t> in, kernel, strides, dilations, pad_begin, pad_end, out;
-};
-
-std::vector<int64_t> ints_or(const ir::Node& n, const char* key, size_t count, int64_t fallback) {
-  std::vector<int64_t> v = n.attr_ints(key);
-  if (v.empty()) v.assign(count, fallback);
-  return v;
-}
-
-// Output size and padding of a sliding window over the spatial dims `in` (Conv and pooling).
-Expected<Window> window_geometry(const ir::Node& n, const Shape& in, const std::vector<int64_t>& kernel, bool pool) {
-  const size_t d = in.size();
-  Window w;
-  w.in = in;
-  w.kernel = kernel;
-  w.strides = ints_or(n, "strides", d, 1);
-  w.dilations = ints_or(n, "dilations", d, 1);
-  std::vector<int64_t> pads = ints_or(n, "pads", 2 * d, 0);
-  if (w.kernel.size() != d || w.strides.size() != d || w.dilations.size() != d || pads.size() != 2 * d) {
-    return tensor_error(n, "kernel_shape, strides, dilations or pads do not match the " + std::to_string(d) + " spatial dims");
-  }
-  const std::string auto_pad = n.attr_str("auto_pad", "NOTSET");
-  const bool ceil_mode = n.attr_int("ceil_mode", 0) != 0;
-  for (size_t i = 0; i < d; ++i) {
-    const int64_t ext = (w.kernel[i] - 1) * w.dilations[i] + 1, s = w.strides[i];
-    int64_t pb = pads[i], pe = pads[i + d], o;
-    if (auto_pad == "VALID") {
-      pb = pe = 0;
-      o = (in[i] - ext) / s + 1;
-    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      o = (in[i] + s - 1) / s;
-      const int64_t total = std::max<int64_t>(0, (o - 1) * s + ext - in[i]);
-      pb = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pe = total - pb;
-    } else {
-      const int64_t span = in[i] + pb + pe - ext;
-      o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-      if (pool && ceil_mode && (o - 1) * s >= in[i] + pb) --o;
-    }
-    if (o < 0) return tensor_error(n, "the window is larger than the padded input");
-    w.pad_begin.push_back(pb);
-    w.pad_end.push_back(pe);
-    w.out.push_back(o);
-  }
-  return w;
-}
-
-template <typename F>
-void for_each_pos(const std::vector<int64_t>& dims, F f) {
-  const int64_t n = ir::shape_numel(dims);
-  std::vector<int64_t> idx(dims.size(), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    f(idx, i);
-    for (size_t d = dims.size(); d-- > 0;) {
-      if (++idx[d] < dims[d]) break;
-      idx[d] = 0;
-    }
-  }
-}
 
 struct ConvDims {
   int64_t N, C, M, group, in_sp, k_sp, out_sp;
@@ -226,22 +166,7 @@ Status conv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
   }
   const int64_t cg = C / group, mg = M / group, in_sp = ir::shape_numel(spatial), k_sp = ir::shape_numel(kernel);
   const int64_t out_sp = ir::shape_numel(g.out);
-  // For each (output position, kernel position), the input offset within a channel, or -1 in padding.
-  const auto make_taps = [&] {
-    const std::vector<int64_t> xs = tensor_strides(spatial);
-    std::vector<int64_t> taps(static_cast<size_t>(out_sp * k_sp));
-    for_each_pos(g.out, [&](const std::vector<int64_t>& o, int64_t oi) {
-      for_each_pos(kernel, [&](const std::vector<int64_t>& k, int64_t ki) {
-        int64_t off = 0;
-        for (size_t d = 0; d < o.size() && off >= 0; ++d) {
-          const int64_t p = o[d] * g.strides[d] - g.pad_begin[d] + k[d] * g.dilations[d];
-          off = (p < 0 || p >= spatial[d]) ? -1 : off + p * xs[d];
-        }
-        taps[static_cast<size_t>(oi * k_sp + ki)] = off;
-      });
-    });
-    return taps;
-  };
+  const auto make_taps = [&] { return conv_taps(g); };
   const Tensor* bias_t = in.size() > 2 ? in[2] : nullptr;
   if (x.dtype() == DType::kF32 && wt.dtype() == DType::kF32 && (bias_t == nullptr || bias_t->dtype() == DType::kF32)) {
     if (bias_t != nullptr && bias_t->numel() != M) return tensor_error(n, "bias must have M entries");
