@@ -1,5 +1,6 @@
 // kiln build MODEL_DIR|MODEL.onnx -o FILE.kiln [--target cpu|cuda] [--dtype ...] [--group N] [--max-seq-len N]
 //            [--max-batch-tokens N] [--profile INPUT:MIN,OPT,MAX ...]
+//            [--int8 --calib DIR [--calibrator entropy|minmax|percentile] [--calib-percentile P]]
 // --target cuda packs the weights for the CUDA backend and times its kernels on this machine's GPU
 // (without one, the first candidate of each list is taken), recording cuda-sm90 and the GPU name.
 #include <chrono>
@@ -11,6 +12,7 @@
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_tuner.h"
 #endif
+#include "cli/calibration_samples.h"
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
 #include "engine/engine_builder.h"
@@ -20,6 +22,9 @@ namespace {
 
 struct BuildArgs {
   std::string model_dir, output, dtype = "fp32", dump_after, target = "cpu";
+  bool int8 = false;
+  std::string calib_dir, calibrator = "entropy";
+  double calib_percentile = 99.99;
   std::vector<std::string> profiles;
   int group = 0;
   int64_t max_seq_len = 0, max_batch_tokens = 512;
@@ -69,9 +74,30 @@ Expected<std::unique_ptr<passes::KernelTuner>> make_tuner(const BuildArgs& a, bo
 #endif
 }
 
+// --int8's calibration: the samples and the calibrator, or nullopt without --int8.
+Expected<std::optional<passes::Int8Calibration>> int8_calibration(const BuildArgs& a) {
+  if (!a.int8) {
+    if (!a.calib_dir.empty()) return invalid_argument("--calib applies with --int8");
+    return std::optional<passes::Int8Calibration>();
+  }
+  if (a.calib_dir.empty()) return invalid_argument("--int8 needs --calib DIR, a directory of sample inputs");
+  auto calibrator = passes::calibrator_from_name(a.calibrator);
+  if (!calibrator) return invalid_argument("--calibrator must be entropy, minmax or percentile");
+  if (!(a.calib_percentile > 0.0 && a.calib_percentile <= 100.0)) {
+    return invalid_argument("--calib-percentile must be in (0, 100]");
+  }
+  passes::Int8Calibration c;
+  c.calibrator = *calibrator;
+  c.percentile = a.calib_percentile;
+  KILN_ASSIGN_OR_RETURN(c.samples, read_calibration_samples(a.calib_dir));
+  return std::optional<passes::Int8Calibration>(std::move(c));
+}
+
 int run_build(const BuildArgs& a) {
   auto format = format_for(a.dtype, a.group);
   if (!format) return fail(format.status());
+  auto int8 = int8_calibration(a);
+  if (!int8) return fail(int8.status());
   cpu::cpu_set_threads(a.threads);
   bool autotune = !a.no_autotune;
   auto made = make_tuner(a, autotune);
@@ -86,6 +112,7 @@ int run_build(const BuildArgs& a) {
   req.options.autotune = autotune;
   req.max_seq_len = a.max_seq_len;
   req.dump_after = a.dump_after;
+  req.int8 = std::move(*int8);
   for (const std::string& spec : a.profiles) {
     auto profile = ir::input_profile_parse(spec);
     if (!profile) return fail(profile.status());
@@ -110,9 +137,9 @@ int run_build(const BuildArgs& a) {
   if (!st) return fail(st);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string device = tuner.device_name();
+  const std::string precision = std::string(ir::weight_format_name(*format)) + (a.int8 ? " + int8" : "");
   std::fprintf(stderr, "built %s (%s%s, %s) in %.1f s\n", a.output.c_str(), tuner.target().c_str(),
-               device.empty() ? "" : (", " + device).c_str(), std::string(ir::weight_format_name(*format)).c_str(),
-               secs);
+               device.empty() ? "" : (", " + device).c_str(), precision.c_str(), secs);
   return 0;
 }
 
@@ -133,6 +160,13 @@ CommandFn add_build_command(CLI::App& app) {
   cmd->add_flag("--no-autotune", args->no_autotune, "take each format's default kernel instead of timing");
   cmd->add_option("--profile", args->profiles,
                   "ONNX: shapes one dynamic input takes, NAME:MIN,OPT,MAX such as x:1x3x32x32,1x3x32x320,8x3x32x960");
+  cmd->add_flag("--int8", args->int8,
+                "ONNX: run convolutions and matrix products in int8, with activation scales calibrated on --calib");
+  cmd->add_option("--calib", args->calib_dir,
+                  "ONNX --int8: sample inputs, DIR/*.npy (one input) or DIR/SAMPLE/INPUT_NAME.npy");
+  cmd->add_option("--calibrator", args->calibrator, "ONNX --int8: entropy, minmax or percentile")->capture_default_str();
+  cmd->add_option("--calib-percentile", args->calib_percentile, "ONNX --int8 --calibrator percentile: the percentile of |x| kept")
+      ->capture_default_str();
   cmd->add_option("--dump-after", args->dump_after, "print the graph after this pass (or 'input', 'all')");
   return [args] { return run_build(*args); };
 }

@@ -76,6 +76,9 @@ std::string build_options_string(const passes::BuildOptions& options) {
 Status build_engine(const EngineBuildRequest& request, const EngineBuildHooks& hooks) {
   if (hooks.tuner == nullptr) return internal_error("build_engine needs a kernel tuner");
   if (formats::is_onnx_path(request.model_dir)) return build_onnx_engine(request, hooks);
+  if (request.int8) {
+    return invalid_argument("--int8 --calib applies to ONNX models; a Hugging Face model takes --dtype int8 or int4");
+  }
   if (!request.profiles.empty()) return invalid_argument("--profile applies to ONNX models only");
   KILN_ASSIGN_OR_RETURN(formats::HfCheckpoint ckpt, formats::HfCheckpoint::open(request.model_dir));
   const formats::ModelConfig& config = ckpt.config();

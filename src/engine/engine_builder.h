@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@ struct EngineBuildRequest {
   int64_t max_seq_len = 0;  // 0: the model's own limit (max_position_embeddings)
   std::string dump_after;   // pass name, "input" or "all"
   std::vector<ir::InputProfile> profiles;  // ONNX only: recorded in the engine, see ir/input_profile.h
+  std::optional<passes::Int8Calibration> int8;  // ONNX only: calibrated int8 (passes/quantize_int8.cpp)
 };
 
 struct EngineBuildHooks {

@@ -25,7 +25,7 @@ nlohmann::json value_json(const ir::Graph& graph, ir::ValueId id) {
 Status build_onnx_engine(const EngineBuildRequest& request, const EngineBuildHooks& hooks) {
   const ir::WeightFormat format = request.options.matmul_format;
   if (format != ir::WeightFormat::kF32 && format != ir::WeightFormat::kF16 && format != ir::WeightFormat::kBF16) {
-    return invalid_argument("ONNX models build with --dtype fp32, fp16 or bf16");
+    return invalid_argument("ONNX models build with --dtype fp32, fp16 or bf16 (for int8: --int8 --calib DIR)");
   }
   KILN_ASSIGN_OR_RETURN(formats::OnnxImport import, formats::onnx_import_file(request.model_dir));
   const int64_t ir_version = import.ir_version;
@@ -37,6 +37,7 @@ Status build_onnx_engine(const EngineBuildRequest& request, const EngineBuildHoo
 
   passes::PassContext ctx;
   ctx.options = request.options;
+  ctx.int8 = request.int8 ? &*request.int8 : nullptr;
   ctx.tuner = hooks.tuner;
   ctx.evaluator = hooks.evaluator;
   ctx.log = hooks.note;
@@ -68,6 +69,15 @@ Status build_onnx_engine(const EngineBuildRequest& request, const EngineBuildHoo
   nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array();
   for (ir::ValueId id : graph.inputs()) inputs.push_back(value_json(graph, id));
   for (ir::ValueId id : graph.outputs()) outputs.push_back(value_json(graph, id));
+  nlohmann::json build = {{"format", ir::weight_format_name(format)}, {"passes", pass_records_json(records)}};
+  if (request.int8) {
+    int64_t quantized = 0;
+    for (const ir::Node& n : graph.nodes()) quantized += n.op == "kiln.QConv" || n.op == "kiln.QMatMul";
+    build["int8"] = {{"calibrator", passes::calibrator_name(request.int8->calibrator)},
+                     {"samples", request.int8->samples.size()},
+                     {"quantized_nodes", quantized}};
+    if (request.int8->calibrator == passes::Calibrator::kPercentile) build["int8"]["percentile"] = request.int8->percentile;
+  }
   nlohmann::json metadata = {
       {"model",
        {{"architecture", "onnx"}, {"family", "onnx"}, {"vocab_size", 0}, {"max_seq_len", 0}, {"max_batch_tokens", 0}}},
@@ -80,8 +90,7 @@ Status build_onnx_engine(const EngineBuildRequest& request, const EngineBuildHoo
         {"profiles", ir::input_profiles_to_json(request.profiles)},
         {"imported_nodes", imported_nodes},
         {"nodes", graph.nodes().size()}}},
-      {"build",
-       {{"format", ir::weight_format_name(format)}, {"passes", pass_records_json(records)}}},
+      {"build", build},
       {"files", nlohmann::json::array()},
       {"graph", ir::graph_to_json(graph)},
   };

@@ -82,6 +82,9 @@ std::vector<OpInfo> make_registry() {
   // Kiln's own, made by the build (passes/fuse_attention.cpp), never read from a file:
   // softmax(scale * q kt + mask) v.
   ops.push_back(tensor_op("kiln.Attention", 3, 4));
+  // Calibrated int8 products (passes/quantize_int8.cpp): x, int8 weight, weight scales, bias.
+  ops.push_back(tensor_op("kiln.QConv", 3, 4));
+  ops.push_back(tensor_op("kiln.QMatMul", 3, 4));
   return ops;
 }
 

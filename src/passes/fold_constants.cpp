@@ -36,36 +36,6 @@ Expected<std::vector<float>> normalized_rows(const ir::WeightLoader& load, int64
   return w;
 }
 
-Expected<ir::Tensor> weight_tensor(const ir::WeightEntry& w) {
-  ir::Tensor t(w.dtype, w.shape);
-  if (w.dtype == ir::DType::kF32) {
-    KILN_ASSIGN_OR_RETURN(std::vector<float> v, w.load());
-    if (static_cast<int64_t>(v.size()) != t.numel()) return internal_error("weight loaded with the wrong size");
-    if (!v.empty()) std::memcpy(t.mutable_bytes(), v.data(), v.size() * sizeof(float));
-  } else {
-    KILN_ASSIGN_OR_RETURN(std::vector<std::byte> v, w.load_bytes());
-    if (v.size() != t.byte_size()) return internal_error("weight loaded with the wrong size");
-    if (!v.empty()) std::memcpy(t.mutable_bytes(), v.data(), v.size());
-  }
-  return t;
-}
-
-ir::WeightEntry entry_holding(const ir::Tensor& t) {
-  ir::WeightEntry entry;
-  entry.shape = t.shape();
-  entry.dtype = t.dtype();
-  if (t.dtype() == ir::DType::kF32) {
-    entry.load = [t]() -> Expected<std::vector<float>> {
-      return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
-    };
-  } else {
-    entry.load_bytes = [t]() -> Expected<std::vector<std::byte>> {
-      return std::vector<std::byte>(t.bytes(), t.bytes() + t.byte_size());
-    };
-  }
-  return entry;
-}
-
 // Folds general tensor ops whose inputs are all weights; returns how many nodes it folded.
 Expected<size_t> fold_tensor_ops(ir::Graph& graph, NodeEvaluator& evaluator, std::vector<bool>& dead) {
   size_t folded = 0;

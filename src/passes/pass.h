@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
+#include "passes/int8_calibrators.h"
 
 namespace kiln::passes {
 
@@ -63,8 +65,18 @@ class NodeEvaluator {
                                                      const std::vector<const ir::Tensor*>& inputs) = 0;
 };
 
+// Calibrated int8 for general graphs (`kiln build model.onnx --int8 --calib DIR`): the sample
+// inputs the graph runs on to measure its activations, each a map from graph input name to
+// tensor ("" stands for the only input of a one-input graph).
+struct Int8Calibration {
+  Calibrator calibrator = Calibrator::kEntropy;
+  double percentile = 99.99;
+  std::vector<std::map<std::string, ir::Tensor>> samples;
+};
+
 struct PassContext {
   BuildOptions options;
+  const Int8Calibration* int8 = nullptr;         // null: no int8 (quantize_int8 does nothing)
   KernelTuner* tuner = nullptr;                  // may be null: then the first candidate is taken
   NodeEvaluator* evaluator = nullptr;            // may be null: then general ops are not folded
   std::function<void(const std::string&)> log;  // optional notes for the user (fallbacks, choices)
@@ -83,12 +95,17 @@ Status run_fuse_attention(ir::Graph& graph, const PassContext& ctx);
 Status run_transpose_matmul_weights(ir::Graph& graph, const PassContext& ctx);
 Status run_fuse_sibling_matmuls(ir::Graph& graph, const PassContext& ctx);
 Status run_fuse_silu_mul(ir::Graph& graph, const PassContext& ctx);
+Status run_quantize_int8(ir::Graph& graph, const PassContext& ctx);
 Status run_assign_precision(ir::Graph& graph, const PassContext& ctx);
 Status run_select_kernels(ir::Graph& graph, const PassContext& ctx);
 Status run_plan_memory(ir::Graph& graph, const PassContext& ctx);
 
 // Removes nodes in `dead` (indices) from the graph, keeping order.
 void erase_nodes(ir::Graph& graph, const std::vector<bool>& dead);
+// A weight's contents as a tensor (build time: runs its loader).
+Expected<ir::Tensor> weight_tensor(const ir::WeightEntry& w);
+// A weight entry whose loader returns `t`'s contents.
+ir::WeightEntry entry_holding(const ir::Tensor& t);
 // Whether `id` is read by exactly one node and is not a graph output (a fusion may then absorb it).
 bool single_reader(const ir::Graph& graph, ir::ValueId id);
 

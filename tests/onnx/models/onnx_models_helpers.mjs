@@ -60,6 +60,37 @@ export function deterministicInput(shape, seed = 12345) {
 }
 
 // Runs kiln with `args`; returns { status, out } (stdout and stderr together).
+// Synthetic text-line images [n, c, h, w], normalised as PaddleOCR's recognition expects
+// ((pixel / 255 - 0.5) / 0.5): a light background, glyph-like boxes of dark horizontal and vertical
+// strokes across the line, a little noise. Calibration and held-out inputs for the int8 tests.
+export function textLineInput(shape, seed) {
+  const [n, c, h, w] = shape;
+  const data = new Float32Array(n * c * h * w);
+  let s = seed >>> 0;
+  const rnd = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) >>> 8) / 16777216;
+  for (let b = 0; b < n; ++b) {
+    const background = 0.6 + 0.35 * rnd(), ink = -0.9 + 0.3 * rnd();
+    const img = new Float32Array(h * w).fill(background);
+    for (let x = 4 + Math.floor(rnd() * 8); x < w - 8;) {
+      const gw = 6 + Math.floor(rnd() * 14), top = 8 + Math.floor(rnd() * 8), bottom = h - 8 - Math.floor(rnd() * 8);
+      for (let k = 0; k < 3; ++k) {
+        if (rnd() < 0.5) {
+          const y = top + Math.floor(rnd() * (bottom - top));
+          for (let xx = x; xx < Math.min(w, x + gw); ++xx) img[y * w + xx] = img[(y + 1) * w + xx] = ink;
+        } else {
+          const xx = x + Math.floor(rnd() * gw);
+          for (let y = top; y < bottom; ++y) for (let t = 0; t < 2 && xx + t < w; ++t) img[y * w + xx + t] = ink;
+        }
+      }
+      x += gw + 2 + Math.floor(rnd() * 6);
+    }
+    for (let ch = 0; ch < c; ++ch) {
+      for (let i = 0; i < h * w; ++i) data[(b * c + ch) * h * w + i] = img[i] + 0.05 * (rnd() - 0.5);
+    }
+  }
+  return data;
+}
+
 export function kiln(args) {
   const r = spawnSync(kilnBinary, args, { encoding: 'utf8' });
   return { status: r.status, out: (r.stdout ?? '') + (r.stderr ?? '') };

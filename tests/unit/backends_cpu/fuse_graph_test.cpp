@@ -1,6 +1,8 @@
-// The fusion passes (passes/fuse_subgraphs.cpp, fuse_epilogues.cpp, transpose_matmul_weights.cpp)
-// on small graphs written the way exporters write them: each graph runs through the CPU runner
-// before and after the passes, and must give the same outputs with the nodes the passes promise.
+// The graph-rewriting passes of general graphs (passes/fuse_subgraphs.cpp, fuse_epilogues.cpp,
+// transpose_matmul_weights.cpp, and the calibrated int8 of quantize_int8.cpp) on small graphs
+// written the way exporters write them: each graph runs through the CPU runner before and after
+// the passes, and must give the same outputs (int8: within its quantisation error) with the nodes
+// the passes promise.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -262,6 +264,103 @@ TEST(FuseGraph, ValuesReadOutsideTheSubgraphStopTheFusion) {
   b.g.outputs() = {r, y};  // the convolution's own output is wanted too
   EXPECT_EQ(fuse_and_compare(b, {{"x", random_tensor({2, 4, 5, 5}, 2)}}), (std::vector<std::string>{"Conv", "Relu"}));
   EXPECT_TRUE(ir::node_epilogue(b.g.nodes()[0]).empty());
+}
+
+// Conv (signed input) -> Relu (fused) -> MatMul (never-negative input), calibrated on 32 samples.
+struct Int8Graph {
+  Builder b;
+  std::vector<std::map<std::string, ir::Tensor>> samples;
+  Int8Graph() {
+    const ir::ValueId x = b.input("x", {1, 3, 16, 16});
+    const ir::ValueId y = b.node("Conv", {x, b.constant(random_tensor({8, 3, 3, 3}, 1)), b.constant(random_tensor({8}, 2))},
+                                 {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    b.g.outputs() = {b.node("MatMul", {b.node("Relu", {y}), b.constant(random_tensor({16, 6}, 3))})};
+    for (uint32_t s = 0; s < 32; ++s) samples.push_back({{"x", random_tensor({1, 3, 16, 16}, 100 + s)}});
+  }
+};
+
+Status quantize(ir::Graph& g, const passes::Int8Calibration& calibration) {
+  CpuNodeEvaluator evaluator;
+  passes::PassContext ctx;
+  ctx.evaluator = &evaluator;
+  ctx.int8 = &calibration;
+  return passes::run_quantize_int8(g, ctx);
+}
+
+TEST(QuantizeInt8, ConvAndMatMulRunInInt8WithinTheQuantisationError) {
+  for (passes::Calibrator c : {passes::Calibrator::kMinMax, passes::Calibrator::kEntropy, passes::Calibrator::kPercentile}) {
+    SCOPED_TRACE(passes::calibrator_name(c));
+    Int8Graph t;
+    ASSERT_TRUE(run_fusions(t.b.g).is_ok());
+    const std::map<std::string, ir::Tensor> held_out = {{"x", random_tensor({1, 3, 16, 16}, 999)}};
+    const std::vector<ir::Tensor> before = run_graph(t.b.g, held_out);
+    const Builder reference = t.b;
+    passes::Int8Calibration calibration;
+    calibration.calibrator = c;
+    calibration.samples = t.samples;
+    const Status st = quantize(t.b.g, calibration);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    ASSERT_TRUE(ir::verify(t.b.g).is_ok());
+    std::vector<std::string> ops;
+    for (const auto& n : t.b.g.nodes()) ops.push_back(n.op);
+    ASSERT_EQ(ops, (std::vector<std::string>{"kiln.QConv", "kiln.QMatMul"}));
+    const ir::Node &conv = t.b.g.nodes()[0], &mm = t.b.g.nodes()[1];
+    EXPECT_EQ(conv.attr_int("kiln.x_zero_point"), 128);  // the image is signed
+    EXPECT_EQ(mm.attr_int("kiln.x_zero_point"), 0);      // after a Relu: all 256 codes above zero
+    EXPECT_EQ(ir::node_epilogue(conv).activation, ir::Activation::kRelu);
+    if (c == passes::Calibrator::kMinMax) {
+      double hi = 0.0;
+      for (const auto& s : t.samples) {
+        const ir::Tensor& x = s.at("x");
+        for (int64_t i = 0; i < x.numel(); ++i) hi = std::max(hi, std::fabs(static_cast<double>(x.data<float>()[i])));
+      }
+      EXPECT_DOUBLE_EQ(conv.attr_float("kiln.x_scale"), hi / 127);
+    }
+    // On held-out inputs a value beyond the calibrated range saturates: the error is judged by
+    // its root mean square. On a calibration sample under min-max nothing saturates: by its largest.
+    const std::vector<ir::Tensor> after = run_graph(t.b.g, held_out);
+    ASSERT_EQ(after.size(), 1u);
+    ASSERT_EQ(after[0].shape(), before[0].shape());
+    double err2 = 0.0, ref2 = 0.0;
+    for (int64_t i = 0; i < before[0].numel(); ++i) {
+      const double want = before[0].data<float>()[i], d = after[0].data<float>()[i] - want;
+      err2 += d * d;
+      ref2 += want * want;
+    }
+    EXPECT_GT(err2, 0.0);  // it did change precision
+    EXPECT_LT(std::sqrt(err2 / ref2), 0.015) << "relative RMS error of int8";  // measured: 0.8%
+    if (c == passes::Calibrator::kMinMax) {
+      const std::vector<ir::Tensor> want = run_graph(reference.g, t.samples[3]), got = run_graph(t.b.g, t.samples[3]);
+      double diff = 0.0, range = 0.0;
+      for (int64_t i = 0; i < want[0].numel(); ++i) {
+        diff = std::max(diff, static_cast<double>(std::fabs(got[0].data<float>()[i] - want[0].data<float>()[i])));
+        range = std::max(range, static_cast<double>(std::fabs(want[0].data<float>()[i])));
+      }
+      EXPECT_LT(diff, 0.03 * range) << "max |int8 - f32| " << diff << " of a range of " << range;
+    }
+  }
+}
+
+TEST(QuantizeInt8, SamplesThatDoNotFitTheModelAreErrors) {
+  Int8Graph t;
+  ASSERT_TRUE(run_fusions(t.b.g).is_ok());
+  passes::Int8Calibration calibration;
+  calibration.samples = {{{"y", random_tensor({1, 3, 16, 16}, 5)}}};
+  Status st = quantize(t.b.g, calibration);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("calibration sample 1 has no input 'x'"), std::string::npos) << st.message();
+  ir::Tensor ints(ir::DType::kI64, {1, 3, 16, 16});
+  calibration.samples = {{{"x", ints}}};
+  st = quantize(t.b.g, calibration);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("input 'x' is i64, the model takes f32"), std::string::npos) << st.message();
+  calibration.samples = {{{"x", random_tensor({1, 5, 16, 16}, 6)}}};  // 5 channels for a 3-channel weight
+  st = quantize(t.b.g, calibration);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("calibration sample 1: "), std::string::npos) << st.message();
+  // A sample without a name serves a one-input model.
+  calibration.samples = {{{"", random_tensor({1, 3, 16, 16}, 7)}}};
+  EXPECT_TRUE(quantize(t.b.g, calibration).is_ok());
 }
 
 }  // namespace
