@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "formats/onnx_model.h"
 
 #include <google/protobuf/io/coded_stream.h>
@@ -56,6 +57,15 @@ Expected<ir::Attr> convert_attr(const onnx::AttributeProto& a) {
     case A::FLOATS: {
       std::vector<double> v(a.floats().begin(), a.floats().end());
       return ir::Attr{std::move(v)};
+    }
+    case A::STRINGS: {
+      // Joined with ',': the recurrent ops' activation names, the only string lists Kiln reads.
+      std::string joined;
+      for (const std::string& s : a.strings()) {
+        if (s.find(',') != std::string::npos) return unimplemented("attribute '" + a.name() + "' holds a string with a comma");
+        joined += (joined.empty() ? "" : ",") + s;
+      }
+      return ir::Attr{std::move(joined)};
     }
     default: return unimplemented("attribute '" + a.name() + "' has a type Kiln does not support");
   }
@@ -175,7 +185,9 @@ class Importer {
     const OnnxTranslator* translate = onnx_translator(proto.op_type());
     if (translate == nullptr) return unsupported("unsupported op");
     // Every op Kiln translates has an output and, Constant aside, a first input.
-    if (proto.output().empty() || proto.output(0).empty()) return unsupported("the node has no output");
+    if (std::all_of(proto.output().begin(), proto.output().end(), [](const std::string& o) { return o.empty(); })) {
+      return unsupported("the node has no output");
+    }
     if (proto.op_type() != "Constant" && (node.inputs.empty() || node.inputs[0] == ir::kNoValue)) {
       return unsupported("the node's first input is missing");
     }

@@ -82,5 +82,6 @@ void register_onnx_reduce_ops(OnnxTranslatorTable& table);
 void register_onnx_tensor_ops(OnnxTranslatorTable& table);
 void register_onnx_nn_ops(OnnxTranslatorTable& table);
 void register_onnx_quantize_ops(OnnxTranslatorTable& table);
+void register_onnx_recurrent_ops(OnnxTranslatorTable& table);
 
 }  // namespace kiln::formats

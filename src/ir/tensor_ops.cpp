@@ -79,6 +79,9 @@ std::vector<OpInfo> make_registry() {
   ops.push_back(tensor_op("NonMaxSuppression", 2, 5));
   ops.push_back(tensor_op("ConvInteger", 2, 4));
   ops.push_back(tensor_op("MatMulInteger", 2, 4));
+  ops.push_back(tensor_op("LSTM", 3, 8, 0, 3));
+  ops.push_back(tensor_op("GRU", 3, 6, 0, 2));
+  ops.push_back(tensor_op("RNN", 3, 6, 0, 2));
   // Kiln's own, made by the build (passes/fuse_attention.cpp), never read from a file:
   // softmax(scale * q kt + mask) v.
   ops.push_back(tensor_op("kiln.Attention", 3, 4));

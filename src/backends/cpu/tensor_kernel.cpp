@@ -21,6 +21,7 @@ TensorKernel tensor_kernel(const std::string& op) {
     register_tensor_integer_kernels(t);
     register_tensor_attention_kernels(t);
     register_tensor_int8_kernels(t);
+    register_tensor_recurrent_kernels(t);
     return t;
   }();
   auto it = table.find(op);
