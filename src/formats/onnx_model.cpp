@@ -1,10 +1,11 @@
-#include <algorithm>
 #include "formats/onnx_model.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <set>
@@ -20,7 +21,8 @@ std::string domain_name(const std::string& d) { return d.empty() ? "ai.onnx" : d
 // The declared dtype and shape of a graph input, output or value_info entry.
 Status apply_type(const onnx::ValueInfoProto& info, ir::Graph& graph, ir::ValueId id) {
   ir::Value& v = graph.value(id);
-  if (!info.has_type()) return Status::ok();
+  // No type, or an empty one (as some exporters declare subgraph outputs): nothing is declared.
+  if (!info.has_type() || info.type().value_case() == onnx::TypeProto::VALUE_NOT_SET) return Status::ok();
   if (!info.type().has_tensor_type()) {
     return unimplemented("value '" + info.name() + "' is not a tensor (sequences, maps and optionals are not supported)");
   }
@@ -96,11 +98,10 @@ class Importer {
     for (const auto& info : graph.value_info()) declared_[info.name()] = &info;
     for (const auto& info : graph.output()) declared_[info.name()] = &info;
 
-    std::set<std::string> node_names;
     for (int i = 0; i < graph.node_size(); ++i) {
       const onnx::NodeProto& proto = graph.node(i);
       std::string name = proto.name().empty() ? proto.op_type() + "_" + std::to_string(i) : proto.name();
-      while (!node_names.insert(name).second) name += "_" + std::to_string(i);
+      while (!node_names_.insert(name).second) name += "_" + std::to_string(i);
       KILN_RETURN_IF_ERROR(import_node(proto, name));
     }
     for (const auto& output : graph.output()) {
@@ -125,8 +126,11 @@ class Importer {
   }
 
  private:
+  // A weight under the ONNX name; stored under a fresh one when a branch reuses a name.
   void add_weight(const std::string& name, ir::Tensor t) {
-    values_[name] = g_.add_weight(name, weight_entry_from_tensor(std::move(t)));
+    std::string stored = name;
+    for (int i = 1; g_.weights().count(stored) != 0; ++i) stored = name + "@" + std::to_string(i);
+    values_[name] = g_.add_weight(stored, weight_entry_from_tensor(std::move(t)));
   }
 
   int64_t opset_of(const std::string& domain) const {
@@ -170,6 +174,7 @@ class Importer {
       return unsupported("opset " + std::to_string(node.opset) + " is newer than Kiln supports (up to " +
                          std::to_string(kOnnxMaxOpset) + ")");
     }
+    if (proto.op_type() == "If") return import_if(proto, name, node.inputs, unsupported);
     for (const auto& a : proto.attribute()) {
       if (a.type() == onnx::AttributeProto::TENSOR) {
         auto t = onnx_tensor_decode(a.t(), base_dir_);
@@ -234,10 +239,97 @@ class Importer {
       out_.unsupported.push_back({name, proto.op_type(), domain, node.opset, reason});
       return Status::ok();
     }
+    if (!guard_.empty()) {
+      for (size_t i = nodes_before; i < g_.nodes().size(); ++i) g_.nodes()[i].attrs["kiln.guard"] = guard_;
+    }
     size_t k = 0;
     for (const auto& o : proto.output()) {
       if (!o.empty()) values_[o] = node.outputs[k];
       ++k;
+    }
+    return Status::ok();
+  }
+
+  // ONNX's If, imported flat (ir/tensor_ops.h): both branches' nodes join the graph under a guard
+  // on the condition, and a kiln.Select picks the taken branch's outputs. Names a branch defines
+  // are visible only inside it.
+  Status import_if(const onnx::NodeProto& proto, const std::string& name, const std::vector<ir::ValueId>& inputs,
+                   const std::function<Status(const std::string&)>& unsupported) {
+    if (inputs.size() != 1 || inputs[0] == ir::kNoValue) return unsupported("expected one input, the condition");
+    const ir::ValueId cond = inputs[0];
+    if (g_.value(cond).dtype != ir::DType::kBool) return unsupported("the condition must be bool");
+    const onnx::GraphProto* branch[2] = {nullptr, nullptr};  // then, else
+    for (const auto& a : proto.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPH && (a.name() == "then_branch" || a.name() == "else_branch")) {
+        branch[a.name() == "then_branch" ? 0 : 1] = &a.g();
+      } else {
+        return unsupported("attribute '" + a.name() + "' is not one of If's");
+      }
+    }
+    if (branch[0] == nullptr || branch[1] == nullptr) return unsupported("then_branch and else_branch are both required");
+    std::vector<ir::ValueId> outs[2];
+    for (int b = 0; b < 2; ++b) {
+      const onnx::GraphProto& g = *branch[b];
+      if (g.output_size() != proto.output_size()) {
+        return unsupported(std::string(b == 0 ? "then_branch" : "else_branch") + " has " + std::to_string(g.output_size()) +
+                           " outputs for the node's " + std::to_string(proto.output_size()));
+      }
+      const auto saved_values = values_;
+      const auto saved_declared = declared_;
+      guard_.push_back(cond);
+      guard_.push_back(b == 0 ? 1 : 0);
+      Status st = import_branch(g, name + (b == 0 ? "/then" : "/else"));
+      for (int i = 0; st && i < g.output_size(); ++i) {
+        auto it = values_.find(g.output(i).name());
+        if (it == values_.end()) {
+          st = invalid_argument("node '" + name + "' (If): branch output '" + g.output(i).name() + "' is never produced");
+        } else {
+          outs[b].push_back(it->second);
+        }
+      }
+      guard_.resize(guard_.size() - 2);
+      values_ = saved_values;
+      declared_ = saved_declared;
+      KILN_RETURN_IF_ERROR(st);
+    }
+    ir::Node select;
+    select.op = "kiln.Select";
+    select.name = name;
+    select.inputs = {cond};
+    for (int b = 0; b < 2; ++b) select.inputs.insert(select.inputs.end(), outs[b].begin(), outs[b].end());
+    for (int i = 0; i < proto.output_size(); ++i) {
+      const std::string& o = proto.output(i);
+      const ir::Value& from = g_.value(outs[0][static_cast<size_t>(i)]);
+      const std::string value_name = o.empty() ? name + "/unused" + std::to_string(i) : o;
+      if (!o.empty() && values_.count(o)) return invalid_argument("node '" + name + "': value '" + o + "' is produced twice");
+      const ir::ValueId id = g_.add_value(value_name, from.dtype, {});
+      g_.value(id).shape_known = false;
+      if (auto it = declared_.find(o); !o.empty() && it != declared_.end()) {
+        Status typed = apply_type(*it->second, g_, id);
+        if (!typed) return unsupported(typed.message());
+      }
+      select.outputs.push_back(id);
+      if (!o.empty()) values_[o] = id;
+    }
+    if (!guard_.empty()) select.attrs["kiln.guard"] = guard_;
+    g_.nodes().push_back(std::move(select));
+    return Status::ok();
+  }
+
+  // A branch's initializers and nodes, its node names under `prefix`.
+  Status import_branch(const onnx::GraphProto& graph, const std::string& prefix) {
+    for (const auto& init : graph.initializer()) {
+      auto t = onnx_tensor_decode(init, base_dir_);
+      if (!t) return t.status().with_context("initializer '" + init.name() + "'");
+      add_weight(init.name(), std::move(*t));
+    }
+    for (const auto& info : graph.value_info()) declared_[info.name()] = &info;
+    for (const auto& info : graph.output()) declared_[info.name()] = &info;
+    for (int i = 0; i < graph.node_size(); ++i) {
+      const onnx::NodeProto& proto = graph.node(i);
+      std::string name = prefix + "/" + (proto.name().empty() ? proto.op_type() + "_" + std::to_string(i) : proto.name());
+      while (!node_names_.insert(name).second) name += "_" + std::to_string(i);
+      KILN_RETURN_IF_ERROR(import_node(proto, name));
     }
     return Status::ok();
   }
@@ -247,6 +339,8 @@ class Importer {
   std::string base_dir_;
   std::map<std::string, ir::ValueId> values_;
   std::map<std::string, const onnx::ValueInfoProto*> declared_;
+  std::set<std::string> node_names_;
+  std::vector<int64_t> guard_;  // (condition value, branch) of the Ifs being imported, outermost first
 };
 
 }  // namespace

@@ -86,6 +86,8 @@ std::vector<OpInfo> make_registry() {
   // softmax(scale * q kt + mask) v.
   ops.push_back(tensor_op("kiln.Attention", 3, 4));
   // Calibrated int8 products (passes/quantize_int8.cpp): x, int8 weight, weight scales, bias.
+  // Control flow (ONNX If, imported flat; see tensor_ops.h): cond, then outputs, else outputs.
+  ops.push_back(tensor_op("kiln.Select", 3, kMany, 1, kMany));
   ops.push_back(tensor_op("kiln.QConv", 3, 4));
   ops.push_back(tensor_op("kiln.QMatMul", 3, 4));
   return ops;
@@ -97,6 +99,22 @@ const std::vector<OpInfo>& registry() {
 }
 
 }  // namespace
+
+std::vector<Guard> node_guards(const Node& node) {
+  std::vector<Guard> out;
+  const std::vector<int64_t> pairs = node.attr_ints("kiln.guard");
+  for (size_t i = 0; i + 1 < pairs.size(); i += 2) out.push_back({static_cast<ValueId>(pairs[i]), pairs[i + 1] != 0});
+  return out;
+}
+
+bool guards_hold(const std::vector<Guard>& guards, const std::function<const Tensor*(ValueId)>& value) {
+  for (const Guard& g : guards) {
+    const Tensor* cond = value(g.cond);
+    if (cond == nullptr || !cond->defined() || cond->numel() != 1) return false;
+    if ((tensor_get_i64(*cond, 0) != 0) != g.branch) return false;
+  }
+  return true;
+}
 
 const OpInfo* tensor_op_info(const std::string& name) {
   for (const auto& op : registry()) {

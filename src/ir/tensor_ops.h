@@ -11,11 +11,13 @@
 // The registry below owns only the arity rules that hold whatever the shapes are.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "ir/graph.h"
+#include "ir/tensor.h"
 
 namespace kiln::ir {
 
@@ -25,6 +27,21 @@ struct OpInfo;
 const OpInfo* tensor_op_info(const std::string& name);
 // Every tensor op, in registry order (for `kiln check` and the backends' coverage tests).
 std::vector<std::string> tensor_op_names();
+
+// Control flow. ONNX's If is imported flat (formats/onnx_model.cpp): the nodes of both branches
+// join the graph, each carrying "kiln.guard", the pairs (condition value, branch) of the Ifs it
+// sits in, outermost first; it runs only when every condition's scalar bool equals its branch
+// (1: then, 0: else). kiln.Select(cond, then outputs..., else outputs...) then forwards the taken
+// branch's values as the If's outputs. Values a branch that did not run would have made stay
+// unset; only kiln.Select reads them.
+struct Guard {
+  ValueId cond;
+  bool branch;
+};
+std::vector<Guard> node_guards(const Node& node);
+// Whether a node with `guards` runs, reading conditions through `value` (which returns null for a
+// value not made): a condition not made means an enclosing branch did not run.
+bool guards_hold(const std::vector<Guard>& guards, const std::function<const Tensor*(ValueId)>& value);
 
 // Checks input and output counts; the output shapes are those recorded on the output values.
 Expected<std::vector<std::vector<int64_t>>> infer_tensor_shapes(const Graph& graph, const Node& node,

@@ -18,6 +18,7 @@
 #include <set>
 
 #include "ir/ops.h"
+#include "ir/tensor_ops.h"
 #include "passes/pass.h"
 
 namespace kiln::passes {
@@ -77,6 +78,7 @@ const ir::Tensor* sample_input(const std::map<std::string, ir::Tensor>& sample, 
 class SampleRunner {
  public:
   SampleRunner(const ir::Graph& g, NodeEvaluator& ev) : g_(g), ev_(ev), last_use_(g.values().size(), 0) {
+    for (const ir::Node& n : g.nodes()) guards_.push_back(ir::node_guards(n));
     for (size_t i = 0; i < g.nodes().size(); ++i) {
       for (ir::ValueId in : g.nodes()[i].inputs) {
         if (in != ir::kNoValue) last_use_[static_cast<size_t>(in)] = i;
@@ -101,8 +103,12 @@ class SampleRunner {
       vals[static_cast<size_t>(id)] = *t;
       if (watch.count(id) != 0) seen(id, *t);
     }
+    const auto value = [&](ir::ValueId id) -> const ir::Tensor* {
+      return vals[static_cast<size_t>(id)] ? &*vals[static_cast<size_t>(id)] : nullptr;
+    };
     for (size_t i = 0; i < g_.nodes().size(); ++i) {
       const ir::Node& n = g_.nodes()[i];
+      if (!guards_[i].empty() && !ir::guards_hold(guards_[i], value)) continue;  // a branch not taken
       std::vector<const ir::Tensor*> args;
       for (ir::ValueId in : n.inputs) {
         if (in == ir::kNoValue) {
@@ -112,6 +118,8 @@ class SampleRunner {
           args.push_back(w);
         } else if (vals[static_cast<size_t>(in)]) {
           args.push_back(&*vals[static_cast<size_t>(in)]);
+        } else if (n.op == "kiln.Select") {
+          args.push_back(nullptr);  // the branch not taken
         } else {
           return internal_error(where + ": node '" + n.name + "' reads '" + g_.value(in).name + "' before it is made");
         }
@@ -143,6 +151,7 @@ class SampleRunner {
   const ir::Graph& g_;
   NodeEvaluator& ev_;
   std::vector<size_t> last_use_;
+  std::vector<std::vector<ir::Guard>> guards_;
   std::map<ir::ValueId, ir::Tensor> weights_;
 };
 

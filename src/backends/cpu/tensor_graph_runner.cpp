@@ -78,6 +78,7 @@ Expected<std::unique_ptr<TensorGraphRunner>> TensorGraphRunner::create(const ir:
     }
   }
   for (ir::ValueId out : graph.outputs()) runner->last_use_[static_cast<size_t>(out)] = graph.nodes().size();
+  for (const ir::Node& n : graph.nodes()) runner->guards_.push_back(ir::node_guards(n));
   return runner;
 }
 
@@ -131,14 +132,18 @@ Expected<std::vector<std::pair<std::string, ir::Tensor>>> TensorGraphRunner::run
   for (const auto& [id, t] : weights_) live[static_cast<size_t>(id)] = t;
   std::vector<ir::Tensor> outs;
   TensorInputs args;
+  const auto value = [&live](ir::ValueId id) -> const ir::Tensor* { return &live[static_cast<size_t>(id)]; };
   for (size_t i = 0; i < graph_.nodes().size(); ++i) {
     const ir::Node& node = graph_.nodes()[i];
-    args.clear();
-    for (ir::ValueId in : node.inputs) args.push_back(in == ir::kNoValue ? nullptr : &live[static_cast<size_t>(in)]);
-    const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-    KILN_RETURN_IF_ERROR(tensor_run_node(node, args, outs));
-    if (profile_) node_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    for (size_t k = 0; k < node.outputs.size(); ++k) live[static_cast<size_t>(node.outputs[k])] = std::move(outs[k]);
+    // A node inside an If branch that is not taken makes nothing (ir/tensor_ops.h).
+    if (guards_[i].empty() || ir::guards_hold(guards_[i], value)) {
+      args.clear();
+      for (ir::ValueId in : node.inputs) args.push_back(in == ir::kNoValue ? nullptr : &live[static_cast<size_t>(in)]);
+      const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+      KILN_RETURN_IF_ERROR(tensor_run_node(node, args, outs));
+      if (profile_) node_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      for (size_t k = 0; k < node.outputs.size(); ++k) live[static_cast<size_t>(node.outputs[k])] = std::move(outs[k]);
+    }
     for (ir::ValueId in : node.inputs) {
       if (in != ir::kNoValue && last_use_[static_cast<size_t>(in)] == i && !graph_.value(in).is_weight) {
         live[static_cast<size_t>(in)] = ir::Tensor();

@@ -23,6 +23,7 @@
 #include "backends/cpu/tensor_kernel.h"
 #include "ir/graph.h"
 #include "ir/input_profile.h"
+#include "ir/tensor_ops.h"
 #include "ir/tensor.h"
 #include "passes/pass.h"
 
@@ -49,6 +50,7 @@ class TensorGraphRunner {
   const ir::Graph& graph_;
   std::map<ir::ValueId, ir::Tensor> weights_;
   std::vector<size_t> last_use_;  // per value: index of the last node reading it
+  std::vector<std::vector<ir::Guard>> guards_;  // per node: the If branches it sits in
   std::vector<ir::InputProfile> profiles_;
   bool profile_ = false, profile_nodes_ = false;
   size_t runs_ = 0;

@@ -22,6 +22,7 @@ TensorKernel tensor_kernel(const std::string& op) {
     register_tensor_attention_kernels(t);
     register_tensor_int8_kernels(t);
     register_tensor_recurrent_kernels(t);
+    register_tensor_control_kernels(t);
     return t;
   }();
   auto it = table.find(op);

@@ -60,5 +60,6 @@ void register_tensor_integer_kernels(TensorKernelTable& table);
 void register_tensor_attention_kernels(TensorKernelTable& table);
 void register_tensor_int8_kernels(TensorKernelTable& table);
 void register_tensor_recurrent_kernels(TensorKernelTable& table);
+void register_tensor_control_kernels(TensorKernelTable& table);
 
 }  // namespace kiln::cpu

@@ -2,6 +2,7 @@
 
 #include "ir/graph.h"
 #include "ir/ops.h"
+#include "ir/tensor_ops.h"
 #include "nlohmann/json.hpp"
 
 namespace kiln::ir {
@@ -101,6 +102,36 @@ TEST(IrGraph, ReplaceUsesAndPruneWeights) {
   EXPECT_EQ(g.weights().count("w"), 0u);
   EXPECT_EQ(g.weights().count("w2"), 1u);
   EXPECT_TRUE(verify(g));
+}
+
+}  // namespace
+}  // namespace kiln::ir
+
+namespace kiln::ir {
+namespace {
+
+// The guards of nodes inside If branches (tensor_ops.h): every condition must be made and equal
+// its branch; a condition not made means an enclosing branch did not run.
+TEST(Guards, ANodeRunsOnlyInsideTakenBranches) {
+  Node n;
+  n.attrs["kiln.guard"] = std::vector<int64_t>{3, 1, 7, 0};  // then-branch of value 3, else-branch of value 7
+  const std::vector<Guard> guards = node_guards(n);
+  ASSERT_EQ(guards.size(), 2u);
+  EXPECT_EQ(guards[0].cond, 3);
+  EXPECT_TRUE(guards[0].branch);
+  EXPECT_FALSE(guards[1].branch);
+  Tensor yes(DType::kBool, {}), no(DType::kBool, {}), unset;
+  tensor_set_i64(yes, 0, 1);
+  tensor_set_i64(no, 0, 0);
+  const auto with = [&](const Tensor* outer, const Tensor* inner) {
+    return guards_hold(guards, [=](ValueId id) { return id == 3 ? outer : inner; });
+  };
+  EXPECT_TRUE(with(&yes, &no));
+  EXPECT_FALSE(with(&no, &no));     // the outer If took its else branch
+  EXPECT_FALSE(with(&yes, &yes));   // the inner If took its then branch
+  EXPECT_FALSE(with(&yes, &unset)); // the inner condition was never made
+  EXPECT_FALSE(with(&yes, nullptr));
+  EXPECT_TRUE(node_guards(Node{}).empty());
 }
 
 }  // namespace
