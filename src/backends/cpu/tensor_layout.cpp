@@ -122,6 +122,36 @@ Status unsqueeze(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
   return Status::ok();
 }
 
+// y (contiguous, `shape`) = x read with `strides` (elements) per output dim: output rows (all dims
+// but the last) in parallel, each a strided run along x.
+template <typename T>
+void permute_copy(const std::byte* src, std::byte* dst, const Shape& shape, const std::vector<int64_t>& strides) {
+  const T* x = reinterpret_cast<const T*>(src);
+  T* y = reinterpret_cast<T*>(dst);
+  const size_t rank = shape.size();
+  if (rank == 0) {
+    y[0] = x[0];
+    return;
+  }
+  const int64_t inner = shape.back(), inner_stride = strides.back();
+  const int64_t rows = inner == 0 ? 0 : ir::shape_numel(shape) / inner;
+#pragma omp parallel for schedule(static) if (rows * inner > 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rest = r, off = 0;
+    for (size_t d = rank - 1; d-- > 0;) {
+      off += rest % shape[d] * strides[d];
+      rest /= shape[d];
+    }
+    const T* from = x + off;
+    T* to = y + r * inner;
+    if (inner_stride == 1) {
+      std::memcpy(to, from, static_cast<size_t>(inner) * sizeof(T));
+    } else {
+      for (int64_t i = 0; i < inner; ++i) to[i] = from[i * inner_stride];
+    }
+  }
+}
+
 Status transpose(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
   const Tensor& x = *in[0];
   std::vector<int64_t> perm = n.attr_ints("perm");
@@ -137,13 +167,15 @@ Status transpose(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
     shape.push_back(x.shape()[static_cast<size_t>(axis)]);
     strides.push_back(xs[static_cast<size_t>(axis)]);
   }
-  std::vector<int64_t> offsets(static_cast<size_t>(ir::shape_numel(shape)));
-  for_each_index(shape, [&](const std::vector<int64_t>& idx, int64_t i) {
-    int64_t off = 0;
-    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * strides[d];
-    offsets[static_cast<size_t>(i)] = off;
-  });
-  out[0] = gather_elems(x, shape, offsets);
+  Tensor y(x.dtype(), shape);
+  switch (ir::dtype_size(x.dtype())) {
+    case 1: permute_copy<uint8_t>(x.bytes(), y.mutable_bytes(), shape, strides); break;
+    case 2: permute_copy<uint16_t>(x.bytes(), y.mutable_bytes(), shape, strides); break;
+    case 4: permute_copy<uint32_t>(x.bytes(), y.mutable_bytes(), shape, strides); break;
+    case 8: permute_copy<uint64_t>(x.bytes(), y.mutable_bytes(), shape, strides); break;
+    default: return tensor_error(n, "unsupported element size");
+  }
+  out[0] = std::move(y);
   return Status::ok();
 }
 

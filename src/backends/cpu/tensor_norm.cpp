@@ -94,9 +94,33 @@ Status layer_norm(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>
   const std::vector<int64_t> so = tensor_broadcast_offsets(scale->shape(), tail);
   std::vector<int64_t> bo;
   if (bias != nullptr) bo = tensor_broadcast_offsets(bias->shape(), tail);
+  const double eps = n.attr_float("epsilon", 1e-5);
+  // f32 with per-element scale and bias over the normalised dims, and only y wanted (inference
+  // graphs): rows in parallel, statistics in double as below.
+  const bool plain = x.dtype() == ir::DType::kF32 && scale->dtype() == ir::DType::kF32 && scale->numel() == len &&
+                     (bias == nullptr || (bias->dtype() == ir::DType::kF32 && bias->numel() == len)) && out.size() == 1;
+  if (plain) {
+    Tensor yf(ir::DType::kF32, x.shape());
+    const float *xd = x.data<float>(), *sd = scale->data<float>(), *bd = bias ? bias->data<float>() : nullptr;
+    float* yd = yf.mutable_data<float>();
+#pragma omp parallel for schedule(static) if (outer * len > 32768)
+    for (int64_t g = 0; g < outer; ++g) {
+      const float* p = xd + g * len;
+      double mean = 0.0, var = 0.0;
+      for (int64_t j = 0; j < len; ++j) mean += p[j];
+      mean /= static_cast<double>(len);
+      for (int64_t j = 0; j < len; ++j) var += (p[j] - mean) * (p[j] - mean);
+      var /= static_cast<double>(len);
+      const double inv = 1.0 / std::sqrt(var + eps);
+      float* q = yd + g * len;
+      for (int64_t j = 0; j < len; ++j) q[j] = static_cast<float>((p[j] - mean) * inv * sd[j] + (bd ? bd[j] : 0.0f));
+    }
+    out[0] = std::move(yf);
+    return Status::ok();
+  }
   Tensor y(x.dtype(), x.shape());
   std::vector<double> means, inv_stds;
-  normalize_runs(ir::tensor_to_f64(x), y, outer, len, n.attr_float("epsilon", 1e-5),
+  normalize_runs(ir::tensor_to_f64(x), y, outer, len, eps,
                  [&](int64_t, int64_t j) { return ir::tensor_get_f64(*scale, so[static_cast<size_t>(j)]); },
                  [&](int64_t, int64_t j) { return bias ? ir::tensor_get_f64(*bias, bo[static_cast<size_t>(j)]) : 0.0; },
                  &means, &inv_stds);

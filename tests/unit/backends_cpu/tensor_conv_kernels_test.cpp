@@ -121,7 +121,7 @@ ir::Node conv_node(const ConvCase& c, const ir::Epilogue& ep) {
 }
 
 std::vector<ir::Epilogue> epilogues() {
-  std::vector<ir::Epilogue> out(5);
+  std::vector<ir::Epilogue> out(6);
   out[1].activation = ir::Activation::kRelu;
   out[2].activation = ir::Activation::kHardSwish;
   out[2].scale = 0.75;
@@ -131,6 +131,8 @@ std::vector<ir::Epilogue> epilogues() {
   out[4].activation = ir::Activation::kClip;
   out[4].alpha = -0.2;
   out[4].beta = 0.3;
+  out[5].activation = ir::Activation::kGelu;  // a vector erf on AVX2 and up
+  out[5].scale = 1.25;
   return out;
 }
 
@@ -221,6 +223,15 @@ TEST(ConvKernels, MatMulBiasAndEpilogueMatchTheSeparateNodes) {
   ir::Node rows = mm;
   rows.attrs["kiln.b_transposed"] = int64_t{1};
   EXPECT_EQ(worst(run(rows, {&a, &bt}), plain), 0.0);
+  // With 80 rows the product runs as the convolutions' (tensor_linear.cpp): against the
+  // dot-product kernel's result for b as [K, N], with bias and every epilogue.
+  const ir::Tensor many = random_tensor({2, 40, 13}, 4);
+  for (const ir::Epilogue& ep : epilogues()) {
+    ir::Node fused = rows, ref = mm;
+    ir::set_node_epilogue(fused, ep);
+    ir::set_node_epilogue(ref, ep);
+    EXPECT_LE(worst(run(fused, {&many, &bt, &bias}), run(ref, {&many, &b, &bias})), 2e-6) << ir::activation_name(ep.activation);
+  }
 }
 
 TEST(ConvKernels, ResizeGatherSoftmaxAndBatchNormMatchTheirDoublePaths) {
