@@ -4,6 +4,7 @@
 #include "backends/cpu/conv_gemm.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 
@@ -203,11 +204,21 @@ void conv_gemm_f32(const float* w, const float* bias, const float* x, const int6
                    const ConvGemmShape& s, const ir::Epilogue& ep) {
   const bool avx512 = isa_active() >= Isa::kAvx512;
   const int64_t tiles = (s.P + kTile - 1) / kTile;
+  // Too few tiles to keep every thread busy (few output positions): the output channels are
+  // split too, in chunks of at least 16 (each chunk gathers its tile again).
+  const int64_t want = 2 * static_cast<int64_t>(omp_get_max_threads());
+  int64_t chunk = s.M;
+  if (tiles < want && s.M > 16) {
+    const int64_t chunks = std::min((want + tiles - 1) / tiles, (s.M + 15) / 16);
+    chunk = ((s.M + chunks - 1) / chunks + kRows - 1) / kRows * kRows;
+  }
+  const int64_t chunks = (s.M + chunk - 1) / chunk;
 #pragma omp parallel
   {
     std::vector<float> col(taps != nullptr || s.window != nullptr ? static_cast<size_t>(s.K * kTile) : 0);
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < tiles; ++t) {
+    for (int64_t task = 0; task < tiles * chunks; ++task) {
+      const int64_t t = task / chunks, c = task % chunks;
       const int64_t p0 = t * kTile, n = std::min(kTile, s.P - p0);
       const float* src = x + p0;
       int64_t stride = s.in_sp;
@@ -220,8 +231,9 @@ void conv_gemm_f32(const float* w, const float* bias, const float* x, const int6
         src = col.data();
         stride = kTile;
       }
-      for (int64_t m = 0; m < s.M; m += kRows) {
-        const int r = static_cast<int>(std::min<int64_t>(kRows, s.M - m));
+      const int64_t m_end = std::min(s.M, (c + 1) * chunk);
+      for (int64_t m = c * chunk; m < m_end; m += kRows) {
+        const int r = static_cast<int>(std::min<int64_t>(kRows, m_end - m));
         const float* wm = w + m * s.K;
         float* ym = y + m * s.P + p0;
         const float* bm = bias != nullptr ? bias + m : nullptr;

@@ -146,6 +146,7 @@ TEST(ConvKernels, MatchTheDefinitionOverShapesEpiloguesAndIsas) {
       {{2, 6, 9, 8}, {6, 1, 5, 5}, {2, 1}, {2, 2, 2, 2}, {1, 1}, 6},           // depthwise 5x5, stride 2 down
       {{1, 4, 131}, {6, 4, 3}, {2}, {1, 1}, {1}, 1},                           // 1-D: the tap table
       {{1, 2, 4, 5, 6}, {3, 2, 2, 3, 2}, {1, 2, 1}, {0, 1, 1, 1, 0, 0}, {1, 1, 2}, 1},  // 3-D
+      {{1, 8, 5, 6}, {42, 8, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},          // one tile: channels split among threads
   };
   for (Isa isa : isas()) {
     ASSERT_TRUE(isa_override(isa).is_ok());
