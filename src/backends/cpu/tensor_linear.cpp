@@ -12,7 +12,6 @@
 #include <cstring>
 #include <utility>
 
-#include "backends/cpu/conv_gemm.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/tensor_epilogue.h"
@@ -24,9 +23,6 @@ namespace {
 using ir::DType;
 using ir::Shape;
 using ir::Tensor;
-
-// Rows of a from which a product with a constant weight runs as conv_gemm_f32 (see matmul()).
-constexpr int64_t kConvGemmMinRows = 32;
 
 // c[M, N] = a[M, K] bt[N, K]^T (+ bias[N]), row-major and contiguous, through the f32 matmul kernel.
 void gemm_f32_bt(const float* a, const float* bt, const float* bias, float* c, int64_t M, int64_t N, int64_t K) {
@@ -90,20 +86,6 @@ Status matmul(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& ou
     const float* b = f32 ? in[1]->data<float>() : b_wide.data();
     std::vector<float> c(f32 ? 0 : static_cast<size_t>(ir::shape_numel(batch) * M * N));
     float* cp = f32 ? (y.numel() > 0 ? y.mutable_data<float>() : nullptr) : c.data();
-    // A constant weight and many rows (all of a's batches together, since b has none): as the
-    // convolutions' product, y^T [N, rows] = b [N, K] x a^T [K, rows] (conv_gemm.h), whose
-    // broadcast-FMA tiles outrun the dot-product kernels once there are enough rows to share
-    // each weight vector.
-    const int64_t rows = static_cast<int64_t>(oa.size()) * M;
-    if (f32 && b_rows && rows >= kConvGemmMinRows && K > 0 && N > 0) {
-      std::vector<float> at(static_cast<size_t>(K * rows)), yt(static_cast<size_t>(N * rows));
-      transpose_f32(a, at.data(), rows, K);
-      conv_gemm_f32(b, bias_t != nullptr ? bias.data() : nullptr, at.data(), nullptr, yt.data(),
-                    {N, K, rows, 1, rows, nullptr}, ep);
-      transpose_f32(yt.data(), cp, N, rows);
-      out[0] = std::move(y);
-      return Status::ok();
-    }
     // b's matrices as the kernel's [N, K] rows, each transposed once (broadcast ones are shared).
     std::vector<float> bt;
     int64_t bt_of = -1;

@@ -224,8 +224,8 @@ TEST(ConvKernels, MatMulBiasAndEpilogueMatchTheSeparateNodes) {
   ir::Node rows = mm;
   rows.attrs["kiln.b_transposed"] = int64_t{1};
   EXPECT_EQ(worst(run(rows, {&a, &bt}), plain), 0.0);
-  // With 80 rows the product runs as the convolutions' (tensor_linear.cpp): against the
-  // dot-product kernel's result for b as [K, N], with bias and every epilogue.
+  // 80 rows (several row tiles, threads sharing them), against b as [K, N], with bias and every
+  // epilogue.
   const ir::Tensor many = random_tensor({2, 40, 13}, 4);
   for (const ir::Epilogue& ep : epilogues()) {
     ir::Node fused = rows, ref = mm;
