@@ -6,6 +6,7 @@
 //   LRN: y = x / (bias + alpha / size * sum of x^2 over a window of channels)^beta.
 //   MeanVarianceNormalization: (x - mean) / sqrt(var) over `axes` (default 0, 2, 3).
 #include <cmath>
+#include <utility>
 
 #include "backends/cpu/tensor_kernel.h"
 
@@ -49,6 +50,17 @@ Status batch_norm(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>
   return Status::ok();
 }
 
+// The mean of `len` values and 1 / sqrt(variance + eps), in double.
+template <typename T>
+std::pair<double, double> run_stats(const T* p, int64_t len, double eps) {
+  double mean = 0.0, var = 0.0;
+  for (int64_t j = 0; j < len; ++j) mean += p[j];
+  mean /= static_cast<double>(len);
+  for (int64_t j = 0; j < len; ++j) var += (p[j] - mean) * (p[j] - mean);
+  var /= static_cast<double>(len);
+  return {mean, 1.0 / std::sqrt(var + eps)};
+}
+
 // Normalises each of `groups` contiguous runs of `len` elements; scale_at / bias_at give the
 // affine parameters of element (group, j).
 template <typename S, typename B>
@@ -56,12 +68,7 @@ void normalize_runs(const std::vector<double>& x, Tensor& y, int64_t groups, int
                     B bias_at, std::vector<double>* means, std::vector<double>* inv_stds) {
   for (int64_t g = 0; g < groups; ++g) {
     const double* p = x.data() + g * len;
-    double mean = 0.0, var = 0.0;
-    for (int64_t j = 0; j < len; ++j) mean += p[j];
-    mean /= static_cast<double>(len);
-    for (int64_t j = 0; j < len; ++j) var += (p[j] - mean) * (p[j] - mean);
-    var /= static_cast<double>(len);
-    const double inv = 1.0 / std::sqrt(var + eps);
+    const auto [mean, inv] = run_stats(p, len, eps);
     for (int64_t j = 0; j < len; ++j) ir::tensor_set_f64(y, g * len + j, (p[j] - mean) * inv * scale_at(g, j) + bias_at(g, j));
     if (means) means->push_back(mean);
     if (inv_stds) inv_stds->push_back(inv);
@@ -106,12 +113,7 @@ Status layer_norm(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>
 #pragma omp parallel for schedule(static) if (outer * len > 32768)
     for (int64_t g = 0; g < outer; ++g) {
       const float* p = xd + g * len;
-      double mean = 0.0, var = 0.0;
-      for (int64_t j = 0; j < len; ++j) mean += p[j];
-      mean /= static_cast<double>(len);
-      for (int64_t j = 0; j < len; ++j) var += (p[j] - mean) * (p[j] - mean);
-      var /= static_cast<double>(len);
-      const double inv = 1.0 / std::sqrt(var + eps);
+      const auto [mean, inv] = run_stats(p, len, eps);
       float* q = yd + g * len;
       for (int64_t j = 0; j < len; ++j) q[j] = static_cast<float>((p[j] - mean) * inv * sd[j] + (bd ? bd[j] : 0.0f));
     }

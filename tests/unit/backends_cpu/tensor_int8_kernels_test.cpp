@@ -13,9 +13,14 @@
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/tensor_kernel.h"
 #include "ir/epilogue.h"
+#include "unit/backends_cpu/tensor_test_util.h"
 
 namespace kiln::cpu {
 namespace {
+
+using test_util::isas;
+using test_util::run;
+using test_util::worst;
 
 ir::Tensor uniform(const ir::Shape& shape, uint32_t seed, float lo, float hi) {
   std::mt19937 rng(seed);
@@ -58,33 +63,6 @@ ir::Tensor dequantized_weights(const Weights& w) {
     d.mutable_data<double>()[i] = w.codes.data<int8_t>()[i] * static_cast<double>(w.scales.data<float>()[i / row]);
   }
   return d;
-}
-
-ir::Tensor run(const ir::Node& n, const std::vector<const ir::Tensor*>& in) {
-  std::vector<ir::Tensor> out;
-  const Status st = tensor_run_node(n, in, out);
-  EXPECT_TRUE(st.is_ok()) << st.message();
-  return out.empty() ? ir::Tensor() : std::move(out[0]);
-}
-
-double worst(const ir::Tensor& got, const ir::Tensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  if (got.shape() != want.shape()) return 1e9;
-  double w = 0.0;
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    const double a = ir::tensor_get_f64(got, i), b = ir::tensor_get_f64(want, i);
-    w = std::max(w, std::fabs(a - b) / (1.0 + std::fabs(b)));
-  }
-  return w;
-}
-
-std::vector<Isa> isas() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
-    if (isa_override(isa).is_ok()) out.push_back(isa);
-  }
-  EXPECT_TRUE(isa_override(std::nullopt).is_ok());
-  return out;
 }
 
 ir::Epilogue hard_swish() {
