@@ -64,6 +64,11 @@ void print_passes(const nlohmann::json& build) {
       std::printf("  %-24s %6lld -> %-6lld (%+lld)\n", name.c_str(), before, after, after - before);
     }
   }
+  if (build.contains("int8")) {
+    const nlohmann::json& q = build.at("int8");
+    std::printf("\nint8          %lld products quantised, %s calibration over %lld samples\n",
+                q.value("quantized_nodes", 0LL), q.value("calibrator", std::string("?")).c_str(), q.value("samples", 0LL));
+  }
 }
 
 int run_inspect(const InspectArgs& a) {
@@ -100,7 +105,8 @@ int run_inspect(const InspectArgs& a) {
   for (const auto& [op, n] : op_counts) std::printf("  %-14s %d\n", op.c_str(), n);
   std::map<std::string, std::pair<int, uint64_t>> by_format;
   for (const auto& [name, w] : g.weights()) {
-    auto& e = by_format[std::string(ir::weight_format_name(w.format))];
+    // Weights of other dtypes (an int8 build's codes, shapes as i64) are stored raw: named by dtype.
+    auto& e = by_format[std::string(w.dtype == ir::DType::kF32 ? ir::weight_format_name(w.format) : ir::dtype_name(w.dtype))];
     e.first++;
     e.second += w.stored.size();
   }

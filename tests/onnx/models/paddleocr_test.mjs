@@ -112,6 +112,9 @@ test('PaddleOCR v4 recognition in calibrated int8 agrees with f32', { skip }, ()
   assert.equal(built.status, 0, built.out);
   assert.match(built.out, /int8: 33 of 51 Conv \/ MatMul \/ Gemm nodes quantised \(percentile calibration over 16 samples\)/);
   assert.ok(fs.statSync(int8).size < 0.4 * fs.statSync(f32).size, 'int8 weights take a quarter of the bytes');
+  const inspect = kilnOk(['inspect', int8]);
+  assert.match(inspect, /int8 +33 products quantised, percentile calibration over 16 samples/);
+  assert.match(inspect, /i8 +33 tensors/);
 
   let steps = 0, agree = 0, sure = 0, sureAgree = 0, sumDiff = 0, count = 0;
   for (let i = 0; i < 4; ++i) {
