@@ -52,7 +52,8 @@ namespace kiln::engine {
 
 inline constexpr std::array<char, 8> kMagic = {'K', 'I', 'L', 'N', 'E', 'N', 'G', '\0'};
 // 2: general graphs carry fused epilogues ("kiln." node attributes) and MatMul a fused bias.
-inline constexpr uint32_t kFormatVersion = 2;
+// 3: a general graph's constant MatMul weights are packed (ir/packed_weight.h, kiln.b_packed).
+inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr uint32_t kHeaderSize = 4096;
 // Field capacities in the header, each including the terminating NUL.
 inline constexpr size_t kKilnVersionCapacity = 32;

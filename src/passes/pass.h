@@ -96,6 +96,7 @@ Status run_transpose_matmul_weights(ir::Graph& graph, const PassContext& ctx);
 Status run_fuse_sibling_matmuls(ir::Graph& graph, const PassContext& ctx);
 Status run_fuse_silu_mul(ir::Graph& graph, const PassContext& ctx);
 Status run_quantize_int8(ir::Graph& graph, const PassContext& ctx);
+Status run_pack_matmul_weights(ir::Graph& graph, const PassContext& ctx);
 Status run_assign_precision(ir::Graph& graph, const PassContext& ctx);
 Status run_select_kernels(ir::Graph& graph, const PassContext& ctx);
 Status run_plan_memory(ir::Graph& graph, const PassContext& ctx);

@@ -15,6 +15,7 @@ const std::vector<Pass>& default_pipeline() {
       {"fuse_sibling_matmuls", run_fuse_sibling_matmuls},
       {"fuse_silu_mul", run_fuse_silu_mul},
       {"quantize_int8", run_quantize_int8},
+      {"pack_matmul_weights", run_pack_matmul_weights},
       {"assign_precision", run_assign_precision},
       {"select_kernels", run_select_kernels},
       {"plan_memory", run_plan_memory},

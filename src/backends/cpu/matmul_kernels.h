@@ -16,6 +16,15 @@ std::span<const MatmulKernel> matmul_kernels_avx512_float();  // matmul_avx512.c
 std::span<const MatmulKernel> matmul_kernels_avx512_panel();  // matmul_panel_avx512.cpp
 std::span<const MatmulKernel> matmul_kernels_avx512bf16();    // matmul_bf16dot_avx512.cpp
 
+// y[0:rows, 0:cols] = (y if accumulate, else 0) + x[0:rows, 0:k] · wf (+ bias[0:cols]), cols <= 32,
+// each output one FMA chain over k continuing from y's value, where wf holds k rows of
+// 32 floats (one column position of 32 output columns): the float panel kernel's register tiles
+// (AVX-512: 12 x 32 broadcast-FMAs; AVX2: 6 x 16) over an already float panel.
+void float_panel_rows_avx512(const float* x, int64_t ldx, int64_t rows, const float* wf, int64_t k, float* y,
+                             int64_t ldy, int cols, const float* bias, bool accumulate);  // matmul_panel_avx512.cpp
+void float_panel_rows_avx2(const float* x, int64_t ldx, int64_t rows, const float* wf, int64_t k, float* y,
+                           int64_t ldy, int cols, const float* bias, bool accumulate);  // matmul_panel_avx2.cpp
+
 // The AVX2 kernel of a panel format: the AVX-512 panel kernels hand decode-sized calls, which
 // are memory bound, to it.
 MatmulFn matmul_avx2_panel_fn(ir::WeightFormat format);

@@ -72,20 +72,22 @@ struct PanelF32 {  // a panel already converted to float (per-thread scratch)
   static __m256 load(const std::byte* p, int /*t*/) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
 };
 
-// y[0:MR, 0:8 NP] = (bias or 0) + x[0:MR, 0:kc] · W^T for the NP panels
+// y[0:MR, 0:8 NP] = (y if accumulate, else 0) + x[0:MR, 0:kc] · W^T (+ bias) for the NP panels
 // starting at w (already offset to the chunk's first column position; panels pstride bytes
 // apart, L::kPosBytes per column position; their outputs and biases ystride floats apart). Each
 // output is one FMA chain over the kc steps in order.
 template <class L, int MR, int NP>
 void float_panel_tile(const float* x, int64_t ldx, const std::byte* w, size_t pstride, int64_t kc, float* y,
-                      int64_t ldy, const float* bias, int64_t ystride) {
+                      int64_t ldy, const float* bias, int64_t ystride, bool accumulate) {
   constexpr size_t kPos = L::kPosBytes;  // bytes per column position
   constexpr int S = L::kSteps;           // column positions per load
   __m256 acc[MR][NP];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
-    for (int p = 0; p < NP; ++p) acc[r][p] = _mm256_setzero_ps();
+    for (int p = 0; p < NP; ++p) {
+      acc[r][p] = accumulate ? _mm256_loadu_ps(y + r * ldy + p * ystride) : _mm256_setzero_ps();
+    }
   for (int64_t i = 0; i < kc; i += S) {  // kc is a multiple of S (bf16p8 needs even k)
     if constexpr (MR == 1) {
 #pragma GCC unroll 8
@@ -118,18 +120,19 @@ void float_panel_tile(const float* x, int64_t ldx, const std::byte* w, size_t ps
 // float_panel_tile for mr <= MR rows and np <= NP panels.
 template <class L, int MR, int NP>
 void float_panel_tile_edge(int mr, int np, const float* x, int64_t ldx, const std::byte* w, size_t pstride,
-                           int64_t kc, float* y, int64_t ldy, const float* bias, int64_t ystride = kPanel) {
+                           int64_t kc, float* y, int64_t ldy, const float* bias, int64_t ystride = kPanel,
+                           bool accumulate = false) {
   if constexpr (MR > 1) {
     if (mr < MR) {
-      return float_panel_tile_edge<L, MR - 1, NP>(mr, np, x, ldx, w, pstride, kc, y, ldy, bias, ystride);
+      return float_panel_tile_edge<L, MR - 1, NP>(mr, np, x, ldx, w, pstride, kc, y, ldy, bias, ystride, accumulate);
     }
   }
   if constexpr (NP > 1) {
     if (np < NP) {
-      return float_panel_tile_edge<L, MR, NP - 1>(mr, np, x, ldx, w, pstride, kc, y, ldy, bias, ystride);
+      return float_panel_tile_edge<L, MR, NP - 1>(mr, np, x, ldx, w, pstride, kc, y, ldy, bias, ystride, accumulate);
     }
   }
-  float_panel_tile<L, MR, NP>(x, ldx, w, pstride, kc, y, ldy, bias, ystride);
+  float_panel_tile<L, MR, NP>(x, ldx, w, pstride, kc, y, ldy, bias, ystride, accumulate);
 }
 
 // Decode-sized calls (m < kMinTileRows) run each row alone over kDecodePanels panels. Each
@@ -196,6 +199,60 @@ void matmul_float_panel(const float* x, int64_t m, int64_t k, const std::byte* w
     }
   });
 }
+
+// The packed weights of general graphs (ir/packed_weight.h): 32 floats a column position, i.e.
+// four float panels side by side.
+struct PanelF32Packed {
+  static constexpr int kSteps = 1;
+  static constexpr size_t kPosBytes = 4 * 4 * kPanel;
+  static __m256 load(const std::byte* p, int /*t*/) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+};
+
+}  // namespace
+}  // namespace kiln::cpu::avx2
+
+namespace kiln::cpu::detail {
+
+// See matmul_kernels.h. Each half of the 32 columns runs 6 x 2 tiles; a half with fewer than 16
+// columns goes through a scratch tile (the tiles load and store whole vectors).
+void float_panel_rows_avx2(const float* x, int64_t ldx, int64_t rows, const float* wf, int64_t k, float* y,
+                           int64_t ldy, int cols, const float* bias, bool accumulate) {
+  using avx2::kPanel;
+  using avx2::kTileRows;
+  using L = avx2::PanelF32Packed;
+  constexpr size_t kPanelStride = kPanel * sizeof(float);  // the next 8 columns of a position
+  const auto* w = reinterpret_cast<const std::byte*>(wf);
+  for (int h = 0; 16 * h < cols; ++h) {
+    const int hc = std::min(16, cols - 16 * h);
+    const std::byte* wh = w + 2 * h * kPanelStride;
+    const float* bh = bias != nullptr ? bias + 16 * h : nullptr;
+    float* yh = y + 16 * h;
+    if (hc == 16) {
+      for (int64_t i = 0; i < rows; i += kTileRows) {
+        const int mr = static_cast<int>(std::min<int64_t>(kTileRows, rows - i));
+        avx2::float_panel_tile_edge<L, kTileRows, 2>(mr, 2, x + i * ldx, ldx, wh, kPanelStride, k, yh + i * ldy, ldy,
+                                                     bh, kPanel, accumulate);
+      }
+      continue;
+    }
+    float bpad[16] = {};
+    if (bh != nullptr) std::copy(bh, bh + hc, bpad);
+    float tile[kTileRows * 16] = {};
+    const int np = (hc + kPanel - 1) / kPanel;
+    for (int64_t i = 0; i < rows; i += kTileRows) {
+      const int mr = static_cast<int>(std::min<int64_t>(kTileRows, rows - i));
+      for (int r = 0; r < mr && accumulate; ++r) std::copy(yh + (i + r) * ldy, yh + (i + r) * ldy + hc, tile + r * 16);
+      avx2::float_panel_tile_edge<L, kTileRows, 2>(mr, np, x + i * ldx, ldx, wh, kPanelStride, k, tile, 16,
+                                                   bh != nullptr ? bpad : nullptr, kPanel, accumulate);
+      for (int r = 0; r < mr; ++r) std::copy(tile + r * 16, tile + r * 16 + hc, yh + (i + r) * ldy);
+    }
+  }
+}
+
+}  // namespace kiln::cpu::detail
+
+namespace kiln::cpu::avx2 {
+namespace {
 
 // ---- integer panels -------------------------------------------------------------------------
 

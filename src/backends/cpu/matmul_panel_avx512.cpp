@@ -135,6 +135,31 @@ void float_tile_edge(int mr, const float* x, int64_t ldx, const float* wf, int64
   float_tile<MR, NZ>(x, ldx, wf, kc, y, ldy, accumulate, bias, last);
 }
 
+}  // namespace
+}  // namespace kiln::cpu::avx512
+
+namespace kiln::cpu::detail {
+
+// See matmul_kernels.h.
+void float_panel_rows_avx512(const float* x, int64_t ldx, int64_t rows, const float* wf, int64_t k, float* y,
+                             int64_t ldy, int cols, const float* bias, bool accumulate) {
+  using avx512::kFloatTileRows;
+  const __mmask16 last = static_cast<__mmask16>((1u << (cols > 16 ? cols - 16 : cols)) - 1u);
+  for (int64_t i = 0; i < rows; i += kFloatTileRows) {
+    const int mr = static_cast<int>(std::min<int64_t>(kFloatTileRows, rows - i));
+    if (cols > 16) {
+      avx512::float_tile_edge<kFloatTileRows, 2>(mr, x + i * ldx, ldx, wf, k, y + i * ldy, ldy, accumulate, bias, last);
+    } else {
+      avx512::float_tile_edge<kFloatTileRows, 1>(mr, x + i * ldx, ldx, wf, k, y + i * ldy, ldy, accumulate, bias, last);
+    }
+  }
+}
+
+}  // namespace kiln::cpu::detail
+
+namespace kiln::cpu::avx512 {
+namespace {
+
 template <WeightFormat kFormat>
 void matmul_float_panel(const float* x, int64_t m, int64_t k, const std::byte* w, int64_t n, const float* bias,
                         float* y) {

@@ -3,6 +3,8 @@
 //           promoted as NumPy does and the added dimension dropped again).
 //   Gemm:   y [M, N] = alpha * op(a) op(b) + beta * c, op = optional transpose, c broadcast to [M, N].
 //   Both may carry a fused epilogue (ir/epilogue.h); MatMul then also a bias [N] as a third input.
+//   A MatMul whose weight the build packed (ir/packed_weight.h) runs the packed-panel tiles
+//   (gemm_packed.h); f32 only, as the pass packs f32 weights only.
 //   Det:    x [..., M, M] -> y [...], by LU decomposition with partial pivoting in double.
 // f32 operands run through the f32 matmul kernel of the LLM path (blocked, vectorised, threaded),
 // with b transposed to the kernel's [N, K] rows when it is not already; other float operands are
@@ -13,9 +15,11 @@
 #include <utility>
 
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/gemm_packed.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/tensor_epilogue.h"
 #include "backends/cpu/tensor_kernel.h"
+#include "ir/packed_weight.h"
 
 namespace kiln::cpu {
 namespace {
@@ -45,7 +49,43 @@ std::vector<float> as_f32(const Tensor& t) {
   return v;
 }
 
+// a [..., K] x a weight packed by the build (ir/packed_weight.h; attribute kiln.b_packed = N).
+Status matmul_packed(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  const Tensor &a = *in[0], &w = *in[1];
+  const int64_t N = n.attr_int("kiln.b_packed", 0);
+  const Shape& ws = w.shape();
+  if (w.dtype() != DType::kF32 || ws.size() != 3 || ws[2] != ir::kPackedPanel || N <= 0 ||
+      ws[0] != ir::packed_panels(N)) {
+    return tensor_error(n, "packed weight " + ir::shape_to_string(ws) + " does not hold " + std::to_string(N) +
+                               " columns");
+  }
+  const int64_t K = ws[1];
+  if (a.dtype() != DType::kF32 || a.rank() < 1 || a.shape().back() != K) {
+    return tensor_error(n, "input " + ir::shape_to_string(a.shape()) + " does not multiply a [" + std::to_string(K) +
+                               ", " + std::to_string(N) + "] weight");
+  }
+  const Tensor* bias_t = in.size() > 2 ? in[2] : nullptr;
+  if (bias_t != nullptr && (bias_t->dtype() != DType::kF32 || bias_t->numel() != N)) {
+    return tensor_error(n, "fused bias must be f32 [N]");
+  }
+  Shape shape = a.shape();
+  shape.back() = N;
+  Tensor y(DType::kF32, shape);
+  const int64_t M = K > 0 ? a.numel() / K : 0;
+  float* yp = y.numel() > 0 ? y.mutable_data<float>() : nullptr;
+  if (K == 0) {
+    for (int64_t i = 0; i < M * N; ++i) yp[i] = bias_t != nullptr ? bias_t->data<float>()[i % N] : 0.0f;
+    apply_epilogue_f32(ir::node_epilogue(n), yp, M * N);
+  } else if (M > 0) {
+    gemm_packed_f32(a.data<float>(), M, K, w.data<float>(), N, bias_t != nullptr ? bias_t->data<float>() : nullptr, yp,
+                    ir::node_epilogue(n));
+  }
+  out[0] = std::move(y);
+  return Status::ok();
+}
+
 Status matmul(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  if (n.has_attr("kiln.b_packed")) return matmul_packed(n, in, out);
   Shape as = in[0]->shape(), bs = in[1]->shape();
   if (as.empty() || bs.empty()) return tensor_error(n, "operands must have rank >= 1");
   // b stored as [N, K] by the build (passes/transpose_matmul_weights.cpp).

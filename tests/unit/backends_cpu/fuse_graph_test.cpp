@@ -1,5 +1,5 @@
 // The graph-rewriting passes of general graphs (passes/fuse_subgraphs.cpp, fuse_epilogues.cpp,
-// transpose_matmul_weights.cpp, and the calibrated int8 of quantize_int8.cpp) on small graphs
+// transpose_matmul_weights.cpp, pack_matmul_weights.cpp, and the calibrated int8 of quantize_int8.cpp) on small graphs
 // written the way exporters write them: each graph runs through the CPU runner before and after
 // the passes, and must give the same outputs (int8: within its quantisation error) with the nodes
 // the passes promise.
@@ -14,6 +14,7 @@
 #include "ir/epilogue.h"
 #include "ir/ops.h"
 #include "passes/pass.h"
+#include "unit/backends_cpu/tensor_test_util.h"
 
 namespace kiln::cpu {
 namespace {
@@ -192,6 +193,44 @@ TEST(FuseGraph, MatMulWithBiasAndSwishBecomesOneMatMulOnTransposedWeights) {
   EXPECT_EQ(mm.attr_int("kiln.b_transposed"), 1);
   EXPECT_EQ(b.g.weight(mm.inputs[1]).shape, (ir::Shape{7, 12}));
   EXPECT_EQ(ir::node_epilogue(mm).activation, ir::Activation::kSwish);
+}
+
+// The weights packed for the register tiles (ir/packed_weight.h) give the products of the plain
+// MatMul, with the fused bias and activation, on every ISA, over odd row and column counts (a
+// partial last panel, a partial last tile of 12 rows, a vector operand).
+TEST(FuseGraph, MatMulOnPackedWeightsMatchesThePlainProduct) {
+  struct Case {
+    ir::Shape x;
+    int64_t n;
+  };
+  const std::vector<Case> cases = {{{2, 5, 12}, 7}, {{25, 37}, 70}, {{13, 1}, 33},
+                                   {{300}, 16},     {{3, 1, 64}, 32}, {{26, 130}, 97}};
+  for (const Case& c : cases) {
+    const int64_t k = c.x.back();
+    SCOPED_TRACE(ir::shape_to_string(c.x) + " x [" + std::to_string(k) + ", " + std::to_string(c.n) + "]");
+    Builder b;
+    const ir::ValueId x = b.input("x", c.x);
+    const ir::ValueId y = b.node("Add", {b.node("MatMul", {x, b.constant(random_tensor({k, c.n}, 1))}), b.constant(random_tensor({c.n}, 2))});
+    b.g.outputs() = {b.node("Relu", {y})};
+    const std::map<std::string, ir::Tensor> inputs = {{"x", random_tensor(c.x, 3)}};
+    const std::vector<ir::Tensor> before = run_graph(b.g, inputs);
+    ASSERT_TRUE(run_fusions(b.g).is_ok());
+    passes::PassContext ctx;
+    ASSERT_TRUE(passes::run_pack_matmul_weights(b.g, ctx).is_ok());
+    ASSERT_EQ(b.g.nodes().size(), 1u);
+    const ir::Node& mm = b.g.nodes()[0];
+    EXPECT_EQ(mm.attr_int("kiln.b_packed"), c.n);
+    EXPECT_FALSE(mm.has_attr("kiln.b_transposed"));
+    EXPECT_EQ(b.g.weight(mm.inputs[1]).shape, (ir::Shape{(c.n + 31) / 32, k, 32}));
+    for (Isa isa : test_util::isas()) {
+      SCOPED_TRACE(std::string(isa_name(isa)));
+      ASSERT_TRUE(isa_override(isa).is_ok());
+      const std::vector<ir::Tensor> after = run_graph(b.g, inputs);
+      ASSERT_EQ(after.size(), 1u);
+      EXPECT_LE(test_util::worst(after[0], before[0]), 2e-6);
+    }
+    ASSERT_TRUE(isa_override(std::nullopt).is_ok());
+  }
 }
 
 TEST(FuseGraph, GeluInTheExportersOrdersBecomesGelu) {

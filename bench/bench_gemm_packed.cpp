@@ -1,0 +1,71 @@
+// The f32 products of general graphs on BERT-base's shapes (hidden 768, intermediate 3072) at
+// 128 and 1024 rows (batch 1 and 8 at sequence 128): the packed-panel tiles (gemm_packed.h)
+// against the f32 matmul kernel of the LLM path over the same weight as [N, K] rows, which
+// general graphs ran before the build packed their weights. Reports GFLOP/s.
+// Threads: OMP_NUM_THREADS (default: all cores).
+//
+//   bench_gemm_packed --benchmark_filter=packed
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/gemm_packed.h"
+#include "backends/cpu/matmul.h"
+#include "ir/packed_weight.h"
+#include "bench_random.h"
+
+namespace {
+
+using kiln::bench::random_floats;
+
+namespace ir = kiln::ir;
+
+struct Shape {
+  const char* what;
+  int64_t n, k;
+};
+constexpr Shape kShapes[] = {{"qkv_o", 768, 768}, {"up", 3072, 768}, {"down", 768, 3072}};
+
+void run(benchmark::State& state, const Shape& s, int64_t m, bool packed) {
+  const std::vector<float> x = random_floats(static_cast<size_t>(m * s.k), 1);
+  const std::vector<float> wt = random_floats(static_cast<size_t>(s.n * s.k), 2);
+  const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 3);
+  std::vector<float> p(static_cast<size_t>(ir::packed_panels(s.n) * s.k * ir::kPackedPanel));
+  ir::pack_weight_rows(wt.data(), s.n, s.k, p.data());
+  std::vector<float> y(static_cast<size_t>(m * s.n));
+  const kiln::cpu::MatmulKernel* kernel =
+      kiln::cpu::matmul_kernels(ir::WeightFormat::kF32, kiln::cpu::isa_active()).front();
+  for (auto _ : state) {
+    if (packed) {
+      kiln::cpu::gemm_packed_f32(x.data(), m, s.k, p.data(), s.n, bias.data(), y.data(), ir::Epilogue{});
+    } else {
+      kiln::cpu::matmul(*kernel, x.data(), m, s.k, reinterpret_cast<const std::byte*>(wt.data()), s.n, bias.data(),
+                        y.data());
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * s.n * s.k) * state.iterations(),
+                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  if (!packed) state.SetLabel(std::string(kernel->name));
+}
+
+const bool registered = [] {
+  for (const Shape& s : kShapes) {
+    for (int64_t m : {128, 1024}) {
+      for (bool packed : {false, true}) {
+        const std::string name = std::string(packed ? "packed/" : "rows/") + s.what + "/m" + std::to_string(m);
+        benchmark::RegisterBenchmark(name.c_str(), [s, m, packed](benchmark::State& st) { run(st, s, m, packed); })
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
+    }
+  }
+  return true;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,74 @@
+#include "backends/cpu/gemm_packed.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/matmul_kernels.h"
+#include "backends/cpu/matmul_tiling.h"
+#include "backends/cpu/tensor_epilogue.h"
+#include "ir/packed_weight.h"
+
+namespace kiln::cpu {
+namespace {
+
+constexpr int64_t kTileRows = 12;  // a multiple of both ISAs' tile rows (12, 6)
+constexpr int64_t kChunk = 256;    // column positions of k a pass over the row tiles
+
+// The same products without SIMD intrinsics: one row at a time, 32 sums in order over k.
+void panel_rows_portable(const float* x, int64_t ldx, int64_t rows, const float* wf, int64_t k, float* y,
+                         int64_t ldy, int cols, const float* bias, bool accumulate) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float acc[ir::kPackedPanel] = {};
+    for (int j = 0; j < cols && accumulate; ++j) acc[j] = y[i * ldy + j];
+    const float* xr = x + i * ldx;
+    for (int64_t c = 0; c < k; ++c) {
+      const float xv = xr[c];
+      const float* wr = wf + c * ir::kPackedPanel;
+#pragma omp simd
+      for (int j = 0; j < ir::kPackedPanel; ++j) acc[j] += xv * wr[j];
+    }
+    for (int j = 0; j < cols; ++j) y[i * ldy + j] = bias != nullptr ? acc[j] + bias[j] : acc[j];
+  }
+}
+
+}  // namespace
+
+void gemm_packed_f32(const float* x, int64_t m, int64_t k, const float* packed, int64_t n, const float* bias,
+                     float* y, const ir::Epilogue& ep) {
+  if (m == 0 || n == 0) return;
+  const Isa isa = isa_active();
+  const auto rows_fn = isa >= Isa::kAvx512 ? detail::float_panel_rows_avx512
+                       : isa >= Isa::kAvx2 ? detail::float_panel_rows_avx2
+                                           : panel_rows_portable;
+  // Panels first; when they are too few to give every thread four tasks, blocks of rows too.
+  const int64_t panels = ir::packed_panels(n);
+  const int64_t want = 4 * static_cast<int64_t>(omp_get_max_threads());
+  const int64_t row_blocks = std::clamp<int64_t>(detail::ceil_div(want, panels), 1, detail::ceil_div(m, kTileRows));
+  detail::Blocking bl;
+  bl.mb = detail::round_up(detail::ceil_div(m, row_blocks), kTileRows);
+  bl.nb = ir::kPackedPanel;
+  bl.kc = k;
+  detail::matmul_parallel(m, n, bl, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    const int cols = static_cast<int>(j1 - j0);
+    const float* wf = packed + (j0 / ir::kPackedPanel) * k * ir::kPackedPanel;
+    // k in chunks whose panel rows stay in L1 while every row tile of the task reads them; the
+    // accumulators go through y between chunks (exactly: each output is still one chain).
+    for (int64_t c0 = 0; c0 < k; c0 += kChunk) {
+      const int64_t kc = std::min(kChunk, k - c0);
+      const bool last = c0 + kc == k;
+      for (int64_t i = i0; i < i1; i += kTileRows) {
+        const int64_t rows = std::min(kTileRows, i1 - i);
+        float* yt = y + i * n + j0;
+        rows_fn(x + i * k + c0, k, rows, wf + c0 * ir::kPackedPanel, kc, yt, n, cols,
+                last && bias != nullptr ? bias + j0 : nullptr, c0 > 0);
+        if (last && !ep.empty()) {
+          for (int64_t r = 0; r < rows; ++r) apply_epilogue_f32(ep, yt + r * n, cols);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace kiln::cpu
