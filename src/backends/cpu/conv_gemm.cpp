@@ -15,7 +15,7 @@ namespace kiln::cpu {
 namespace {
 
 constexpr int64_t kTile = 64;  // output positions a tile: four AVX-512 vectors
-constexpr int kRows = 4;       // output channels a pass over the tile
+constexpr int kRows = 4;       // output channels a pass over the tile (AVX2: 6)
 
 // The tile's patch matrix: col[k, j] for output positions p0 .. p0 + n - 1, rows of kTile floats.
 void gather_tile(const float* x, const int64_t* taps, const ConvGemmShape& s, int64_t p0, int64_t n, float* col) {
@@ -186,6 +186,64 @@ KILN_AVX512 void rows4_avx512(const float* w0, const float* w1, const float* w2,
   if (rows > 3) store_row(y + 3 * y_stride, n, masks, ep, a30, a31, a32, a33);
 }
 
+#define KILN_AVX2 __attribute__((target("avx2,fma")))
+
+// Six output channels (w rows w[0..5], repeating the last real row when fewer are left; only
+// `rows` are stored) over one run of n <= 16 positions: 12 accumulators, the classic AVX2 shape
+// (two position vectors loaded and six weights broadcast a step). `full`: n == 16, plain loads.
+template <bool kFull>
+KILN_AVX2 inline void rows6_run_avx2(const float* const* w, int64_t K, const float* b, int rows, const float* col,
+                                     int64_t col_stride, int64_t n, float* y, int64_t y_stride) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - 8)), lane);
+  __m256 acc[6][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; ++r) acc[r][0] = acc[r][1] = _mm256_set1_ps(b[r]);
+  for (int64_t k = 0; k < K; ++k) {
+    const float* xr = col + k * col_stride;
+    const __m256 x0 = kFull ? _mm256_loadu_ps(xr) : _mm256_maskload_ps(xr, m0);
+    const __m256 x1 = kFull ? _mm256_loadu_ps(xr + 8) : _mm256_maskload_ps(xr + 8, m1);
+#pragma GCC unroll 6
+    for (int r = 0; r < 6; ++r) {
+      const __m256 wv = _mm256_broadcast_ss(w[r] + k);
+      acc[r][0] = _mm256_fmadd_ps(wv, x0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(wv, x1, acc[r][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; ++r) {
+    if (r >= rows) break;
+    if (kFull) {
+      _mm256_storeu_ps(y + r * y_stride, acc[r][0]);
+      _mm256_storeu_ps(y + r * y_stride + 8, acc[r][1]);
+    } else {
+      _mm256_maskstore_ps(y + r * y_stride, m0, acc[r][0]);
+      _mm256_maskstore_ps(y + r * y_stride + 8, m1, acc[r][1]);
+    }
+  }
+}
+
+// Up to six output channels over n <= kTile positions, 16 at a time, then the epilogue.
+KILN_AVX2 void rows6_avx2(const float* w, int64_t K, const float* bias, int rows, const float* col, int64_t col_stride,
+                          int64_t n, float* y, int64_t y_stride, const ir::Epilogue& ep) {
+  const float* wr[6];
+  float b[6];
+  for (int r = 0; r < 6; ++r) {
+    const int real = std::min(r, rows - 1);
+    wr[r] = w + real * K;
+    b[r] = bias != nullptr ? bias[real] : 0.0f;
+  }
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    if (n - j0 >= 16) {
+      rows6_run_avx2<true>(wr, K, b, rows, col + j0, col_stride, 16, y + j0, y_stride);
+    } else {
+      rows6_run_avx2<false>(wr, K, b, rows, col + j0, col_stride, n - j0, y + j0, y_stride);
+    }
+  }
+  for (int r = 0; r < rows; ++r) apply_epilogue_f32(ep, y + r * y_stride, n);
+}
+
 using RowsFn = void (*)(const float*, int64_t, const float*, const float*, int64_t, int64_t, float*, int64_t,
                         const ir::Epilogue&);
 
@@ -202,7 +260,9 @@ RowsFn portable_rows(int r) {
 
 void conv_gemm_f32(const float* w, const float* bias, const float* x, const int64_t* taps, float* y,
                    const ConvGemmShape& s, const ir::Epilogue& ep) {
-  const bool avx512 = isa_active() >= Isa::kAvx512;
+  const Isa isa = isa_active();
+  const bool avx512 = isa >= Isa::kAvx512, avx2 = !avx512 && isa >= Isa::kAvx2;
+  const int64_t step = avx2 ? 6 : kRows;  // output channels a pass over the tile
   const int64_t tiles = (s.P + kTile - 1) / kTile;
   // Too few tiles to keep every thread busy (few output positions): the output channels are
   // split too, in chunks of at least 16 (each chunk gathers its tile again).
@@ -210,7 +270,7 @@ void conv_gemm_f32(const float* w, const float* bias, const float* x, const int6
   int64_t chunk = s.M;
   if (tiles < want && s.M > 16) {
     const int64_t chunks = std::min((want + tiles - 1) / tiles, (s.M + 15) / 16);
-    chunk = ((s.M + chunks - 1) / chunks + kRows - 1) / kRows * kRows;
+    chunk = ((s.M + chunks - 1) / chunks + step - 1) / step * step;
   }
   const int64_t chunks = (s.M + chunk - 1) / chunk;
 #pragma omp parallel
@@ -232,14 +292,16 @@ void conv_gemm_f32(const float* w, const float* bias, const float* x, const int6
         stride = kTile;
       }
       const int64_t m_end = std::min(s.M, (c + 1) * chunk);
-      for (int64_t m = c * chunk; m < m_end; m += kRows) {
-        const int r = static_cast<int>(std::min<int64_t>(kRows, m_end - m));
+      for (int64_t m = c * chunk; m < m_end; m += step) {
+        const int r = static_cast<int>(std::min<int64_t>(step, m_end - m));
         const float* wm = w + m * s.K;
         float* ym = y + m * s.P + p0;
         const float* bm = bias != nullptr ? bias + m : nullptr;
         if (avx512) {
           const auto row = [&](int i) { return wm + std::min(i, r - 1) * s.K; };
           rows4_avx512(row(0), row(1), row(2), row(3), s.K, bm, r, src, stride, n, ym, s.P, ep);
+        } else if (avx2) {
+          rows6_avx2(wm, s.K, bm, r, src, stride, n, ym, s.P, ep);
         } else {
           portable_rows(r)(wm, s.K, bm, src, stride, n, ym, s.P, ep);
         }

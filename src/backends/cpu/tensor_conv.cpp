@@ -45,8 +45,8 @@ void conv_f32(const float* x, const float* w, const float* bias, float* y, const
   }
 }
 
-// One (image, channel) plane. Compiled twice, for AVX-512 and the baseline ISA; depthwise_2d_f32
-// runs the planes in parallel and picks one.
+// One (image, channel) plane. Compiled three times, for AVX-512, AVX2 and the baseline ISA;
+// depthwise_2d_f32 runs the planes in parallel and picks one.
 __attribute__((always_inline)) inline void depthwise_plane(const float* xc, const float* wc, float b0, float* yc,
                                                           const Window& g, const ir::Epilogue& ep) {
   const int64_t ih = g.in[0], iw = g.in[1], oh = g.out[0], ow = g.out[1], kh = g.kernel[0], kw = g.kernel[1];
@@ -84,6 +84,11 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) void depthwise_plane_avx512
   depthwise_plane(xc, wc, b0, yc, g, ep);
 }
 
+__attribute__((target("avx2,fma"))) void depthwise_plane_avx2(const float* xc, const float* wc, float b0, float* yc,
+                                                              const Window& g, const ir::Epilogue& ep) {
+  depthwise_plane(xc, wc, b0, yc, g, ep);
+}
+
 void depthwise_plane_baseline(const float* xc, const float* wc, float b0, float* yc, const Window& g,
                               const ir::Epilogue& ep) {
   depthwise_plane(xc, wc, b0, yc, g, ep);
@@ -96,7 +101,10 @@ void depthwise_plane_baseline(const float* xc, const float* wc, float b0, float*
 // general loop (kernel rows, then columns), after the bias.
 void depthwise_2d_f32(const float* x, const float* w, const float* bias, float* y, int64_t N, int64_t C,
                       const Window& g, const ir::Epilogue& ep) {
-  const auto plane = isa_active() >= Isa::kAvx512 ? depthwise_plane_avx512 : depthwise_plane_baseline;
+  const Isa isa = isa_active();
+  const auto plane = isa >= Isa::kAvx512 ? depthwise_plane_avx512
+                     : isa >= Isa::kAvx2 ? depthwise_plane_avx2
+                                         : depthwise_plane_baseline;
   const int64_t in_sp = g.in[0] * g.in[1], out_sp = g.out[0] * g.out[1], k_sp = g.kernel[0] * g.kernel[1];
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < N; ++b) {
@@ -305,6 +313,44 @@ Status conv_transpose(const ir::Node& n, const TensorInputs& in, std::vector<Ten
   return Status::ok();
 }
 
+// A 2-D MaxPool or AveragePool in f32 without the index output: the general loop below with its
+// window walked by arithmetic, the same values in the same order (sums in double), the planes in
+// parallel.
+void pool_2d_f32(const float* x, float* y, int64_t NC, const Window& g, bool is_max, bool include_pad) {
+  const int64_t ih = g.in[0], iw = g.in[1], oh = g.out[0], ow = g.out[1], kh = g.kernel[0], kw = g.kernel[1];
+  const int64_t sh = g.strides[0], sw = g.strides[1], dh = g.dilations[0], dw = g.dilations[1];
+  const int64_t ph = g.pad_begin[0], pw = g.pad_begin[1], peh = g.pad_end[0], pew = g.pad_end[1];
+#pragma omp parallel for schedule(static) if (NC * oh * ow * kh * kw > 65536)
+  for (int64_t nc = 0; nc < NC; ++nc) {
+    const float* c = x + nc * ih * iw;
+    float* yc = y + nc * oh * ow;
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+        int64_t count = 0, padded = 0;
+        for (int64_t ki = 0; ki < kh; ++ki) {
+          const int64_t r = oy * sh - ph + ki * dh;
+          const bool row_in = r >= 0 && r < ih, row_pad = r >= -ph && r < ih + peh;
+          for (int64_t kj = 0; kj < kw; ++kj) {
+            const int64_t col = ox * sw - pw + kj * dw;
+            if (row_pad && col >= -pw && col < iw + pew) ++padded;
+            if (!row_in || col < 0 || col >= iw) continue;
+            const double v = c[r * iw + col];
+            if (is_max) {
+              if (v > acc || count == 0) acc = v;
+            } else {
+              acc += v;
+            }
+            ++count;
+          }
+        }
+        yc[oy * ow + ox] = static_cast<float>(
+            is_max ? acc : acc / static_cast<double>(include_pad ? padded : std::max<int64_t>(count, 1)));
+      }
+    }
+  }
+}
+
 Status pool(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
   const Tensor& x = *in[0];
   if (x.rank() < 3) return tensor_error(n, "needs [N, C, D...]");
@@ -351,10 +397,16 @@ Status pool(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
   const int64_t NC = x.shape()[0] * x.shape()[1], in_sp = ir::shape_numel(spatial), out_sp = ir::shape_numel(g.out);
   Shape shape = {x.shape()[0], x.shape()[1]};
   shape.insert(shape.end(), g.out.begin(), g.out.end());
+  const bool include_pad = n.attr_int("count_include_pad", 0) != 0;
+  if (x.dtype() == DType::kF32 && spatial.size() == 2 && out.size() == 1) {
+    Tensor y(DType::kF32, shape);
+    pool_2d_f32(x.data<float>(), y.numel() > 0 ? y.mutable_data<float>() : nullptr, NC, g, is_max, include_pad);
+    out[0] = std::move(y);
+    return Status::ok();
+  }
   Tensor y(x.dtype(), shape), idx(DType::kI64, shape);
   const std::vector<double> xv = ir::tensor_to_f64(x);
   const std::vector<int64_t> xs = tensor_strides(spatial);
-  const bool include_pad = n.attr_int("count_include_pad", 0) != 0;
   // MaxPool's indices count within [N, C, D...] in row-major order, or with the spatial dims in
   // column-major order when storage_order is 1.
   std::vector<int64_t> index_strides = xs;

@@ -10,7 +10,7 @@ namespace kiln::cpu {
 namespace {
 
 // y[i] = f(y[i]) * scale + shift, in float: loops the compiler vectorises. Always inlined, so
-// that the AVX-512 copy of epilogue_body gets its own AVX-512 loops.
+// that the AVX-512 and AVX2 copies of epilogue_body get their own vector loops.
 template <typename F>
 __attribute__((always_inline)) inline void pointwise(float* y, int64_t n, float scale, float shift, F f) {
   if (scale == 1.0f && shift == 0.0f) {
@@ -20,7 +20,7 @@ __attribute__((always_inline)) inline void pointwise(float* y, int64_t n, float 
   }
 }
 
-// Compiled twice, for AVX-512 and the baseline ISA.
+// Compiled three times, for AVX-512, AVX2 and the baseline ISA.
 __attribute__((always_inline)) inline void epilogue_body(const ir::Epilogue& e, float* y, int64_t n) {
   const auto scale = static_cast<float>(e.scale), shift = static_cast<float>(e.shift);
   const auto alpha = static_cast<float>(e.alpha), beta = static_cast<float>(e.beta);
@@ -73,6 +73,10 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) void epilogue_avx512(const 
   epilogue_body(e, y, n);
 }
 
+__attribute__((target("avx2,fma"))) void epilogue_avx2(const ir::Epilogue& e, float* y, int64_t n) {
+  epilogue_body(e, y, n);
+}
+
 }  // namespace
 
 void apply_epilogue_f32(const ir::Epilogue& e, float* y, int64_t n) {
@@ -83,6 +87,8 @@ void apply_epilogue_f32(const ir::Epilogue& e, float* y, int64_t n) {
   }
   if (isa_active() >= Isa::kAvx512) {
     epilogue_avx512(e, y, n);
+  } else if (isa_active() >= Isa::kAvx2) {
+    epilogue_avx2(e, y, n);
   } else {
     epilogue_body(e, y, n);
   }
