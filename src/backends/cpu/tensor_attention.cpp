@@ -36,12 +36,28 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
   Shape scores_shape = batch;
   scores_shape.push_back(S);
   scores_shape.push_back(T);
-  std::vector<int64_t> mask_at;  // per element of [batch..., S, T]: the mask element added
+  // The mask's stride along each axis of [batch..., S, T] (0 where it broadcasts): a row of
+  // scores adds mask elements row_at + j * stride_t.
+  std::vector<int64_t> mask_strides(scores_shape.size(), 0);
   if (mask != nullptr) {
     KILN_ASSIGN_OR_RETURN(Shape ms, tensor_broadcast_shape(n, {mask->shape(), scores_shape}));
     if (ms != scores_shape) return tensor_error(n, "the mask does not broadcast to the scores");
-    mask_at = tensor_broadcast_offsets(mask->shape(), scores_shape);
+    const std::vector<int64_t> own = tensor_strides(mask->shape());
+    const size_t lead = scores_shape.size() - mask->shape().size();
+    for (size_t d = 0; d < mask->shape().size(); ++d) {
+      if (mask->shape()[d] != 1) mask_strides[lead + d] = own[d];
+    }
   }
+  const int64_t mask_stride_s = mask_strides[scores_shape.size() - 2], mask_stride_t = mask_strides.back();
+  // The mask offset of (batch matrix p, row 0).
+  const auto mask_row0 = [&](int64_t p) {
+    int64_t at = 0;
+    for (size_t d = batch.size(); d-- > 0;) {
+      at += p % batch[d] * mask_strides[d];
+      p /= batch[d];
+    }
+    return at;
+  };
   const std::vector<int64_t> oq = tensor_broadcast_offsets(qb, batch), ok = tensor_broadcast_offsets(kb, batch);
   const std::vector<int64_t> ov = tensor_broadcast_offsets(vb, batch);
   Shape shape = batch;
@@ -73,9 +89,21 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
       } else {
         std::fill(scores.begin(), scores.end(), 0.0f);
       }
-      for (int64_t i = 0; i < S * T; ++i) {
-        scores[static_cast<size_t>(i)] *= scale;
-        if (mask != nullptr) scores[static_cast<size_t>(i)] += mask->data<float>()[mask_at[static_cast<size_t>(p * S * T + i)]];
+      if (mask != nullptr) {
+        const float* mp = mask->data<float>() + mask_row0(p);
+        for (int64_t i = 0; i < S; ++i) {
+          float* row = scores.data() + i * T;
+          const float* mr = mp + i * mask_stride_s;
+          if (mask_stride_t == 1) {
+#pragma omp simd
+            for (int64_t j = 0; j < T; ++j) row[j] = row[j] * scale + mr[j];
+          } else {
+            for (int64_t j = 0; j < T; ++j) row[j] = row[j] * scale + mr[j * mask_stride_t];
+          }
+        }
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < S * T; ++i) scores[static_cast<size_t>(i)] *= scale;
       }
       softmax_rows_f32(scores.data(), scores.data(), S, T);
       float* yo = yp + p * S * Dv;

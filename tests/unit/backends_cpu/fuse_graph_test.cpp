@@ -262,20 +262,26 @@ TEST(FuseGraph, TanhGeluBecomesGelu) {
 }
 
 TEST(FuseGraph, MatMulSoftmaxMatMulBecomesOneAttentionNode) {
-  for (bool with_mask : {true, false}) {
-    SCOPED_TRACE(with_mask ? "with a mask" : "without a mask");
+  // No mask; a padding mask per batch; a causal [S, T] mask of lower rank; a mask per row that
+  // broadcasts along the keys; a full one.
+  const std::vector<ir::Shape> masks = {{}, {2, 1, 1, 6}, {5, 6}, {2, 3, 5, 1}, {2, 3, 5, 6}};
+  for (const ir::Shape& mask_shape : masks) {
+    const bool with_mask = !mask_shape.empty();
+    SCOPED_TRACE(with_mask ? "mask " + ir::shape_to_string(mask_shape) : "without a mask");
     Builder b;
     const ir::ValueId q = b.input("q", {2, 3, 5, 8}), kt = b.input("kt", {2, 3, 8, 6}), v = b.input("v", {2, 3, 6, 4});
     ir::ValueId s = b.node("Div", {b.node("MatMul", {q, kt}), b.scalar(2.828427f)});
-    if (with_mask) s = b.node("Add", {s, b.input("mask", {2, 1, 1, 6})});
+    if (with_mask) s = b.node("Add", {s, b.input("mask", mask_shape)});
     const ir::ValueId p = b.node("Cast", {b.node("Softmax", {s}, {{"axis", int64_t{-1}}})}, {{"to", std::string("f32")}});
     b.g.outputs() = {b.node("MatMul", {p, v})};
     std::map<std::string, ir::Tensor> in = {{"q", random_tensor({2, 3, 5, 8}, 1, -2, 2)},
                                             {"kt", random_tensor({2, 3, 8, 6}, 2, -2, 2)},
                                             {"v", random_tensor({2, 3, 6, 4}, 3)}};
     if (with_mask) {
-      ir::Tensor mask(ir::DType::kF32, {2, 1, 1, 6});
-      for (int64_t i = 0; i < 12; ++i) mask.mutable_data<float>()[i] = i % 6 >= 4 + i / 6 ? -1e9f : 0.0f;
+      ir::Tensor mask = random_tensor(mask_shape, 4, -3, 3);
+      // Some keys masked out entirely, as padding masks do.
+      for (int64_t i = 0; i < mask.numel(); i += 3) mask.mutable_data<float>()[i] = -1e9f;
+      mask.mutable_data<float>()[mask.numel() - 1] = 0.0f;
       in["mask"] = mask;
     }
     EXPECT_EQ(fuse_and_compare(b, in), std::vector<std::string>{"kiln.Attention"});
