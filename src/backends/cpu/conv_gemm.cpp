@@ -263,7 +263,7 @@ void conv_gemm_f32(const float* w, const float* bias, const float* x, const int6
   const Isa isa = isa_active();
   const bool avx512 = isa >= Isa::kAvx512, avx2 = !avx512 && isa >= Isa::kAvx2;
   const int64_t step = avx2 ? 6 : kRows;  // output channels a pass over the tile
-  const int64_t tiles = (s.P + kTile - 1) / kTile;
+  const int64_t image_tiles = (s.P + kTile - 1) / kTile, tiles = s.images * image_tiles;
   // Too few tiles to keep every thread busy (few output positions): the output channels are
   // split too, in chunks of at least 16 (each chunk gathers its tile again).
   const int64_t want = 2 * static_cast<int64_t>(omp_get_max_threads());
@@ -278,16 +278,18 @@ void conv_gemm_f32(const float* w, const float* bias, const float* x, const int6
     std::vector<float> col(taps != nullptr || s.window != nullptr ? static_cast<size_t>(s.K * kTile) : 0);
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tiles * chunks; ++task) {
-      const int64_t t = task / chunks, c = task % chunks;
-      const int64_t p0 = t * kTile, n = std::min(kTile, s.P - p0);
-      const float* src = x + p0;
+      const int64_t t = task / chunks, c = task % chunks, image = t / image_tiles;
+      const int64_t p0 = t % image_tiles * kTile, n = std::min(kTile, s.P - p0);
+      const float* xi = x + image * s.x_image;
+      float* yi = y + image * s.y_image;
+      const float* src = xi + p0;
       int64_t stride = s.in_sp;
       if (s.window != nullptr) {
-        gather_tile_2d(x, s, p0, n, col.data());
+        gather_tile_2d(xi, s, p0, n, col.data());
         src = col.data();
         stride = kTile;
       } else if (taps != nullptr) {
-        gather_tile(x, taps, s, p0, n, col.data());
+        gather_tile(xi, taps, s, p0, n, col.data());
         src = col.data();
         stride = kTile;
       }
@@ -295,7 +297,7 @@ void conv_gemm_f32(const float* w, const float* bias, const float* x, const int6
       for (int64_t m = c * chunk; m < m_end; m += step) {
         const int r = static_cast<int>(std::min<int64_t>(step, m_end - m));
         const float* wm = w + m * s.K;
-        float* ym = y + m * s.P + p0;
+        float* ym = yi + m * s.P + p0;
         const float* bm = bias != nullptr ? bias + m : nullptr;
         if (avx512) {
           const auto row = [&](int i) { return wm + std::min(i, r - 1) * s.K; };

@@ -3,8 +3,8 @@
 //   y[m, p] = epilogue(bias[m] + sum_k w[m, k] * col[k, p])     m < M, k < K, p < P
 // where col is the image itself ([C, P], a 1x1 convolution at unit stride without padding) or
 // its patches ([C * kernel positions, P], gathered a tile of output positions at a time, so the
-// whole patch matrix never exists). Threads split the output positions into tiles; each tile's
-// outputs are finished (bias, sum, epilogue) while they are in cache.
+// whole patch matrix never exists). Threads split the output positions of every image of the
+// call into tiles; each tile's outputs are finished (bias, sum, epilogue) while they are in cache.
 //
 // Each output sums its K products in order k = 0, 1, ..., whatever its tile or the thread count.
 #pragma once
@@ -28,6 +28,9 @@ struct ConvGemmShape {
   int64_t k_sp = 1;   // kernel positions (K / k_sp input channels)
   int64_t in_sp = 0;  // input positions a channel (x's row length)
   const ConvWindow2d* window = nullptr;  // 2-D: gather patches from this instead of taps
+  int64_t images = 1;   // images sharing the weights, x_image and y_image floats apart
+  int64_t x_image = 0;
+  int64_t y_image = 0;
 };
 
 // w: [M, K] row-major; bias: M values or null; x: the group's input channels, [K / k_sp, in_sp];

@@ -31,17 +31,16 @@ struct ConvDims {
 };
 
 // y [N, M, out_sp] = conv(x [N, C, in_sp], w [M, C/group, k_sp]) + bias, in f32, one matrix product
-// a (batch, group) (conv_gemm.h): the patches come from `window` (2-D) or `taps` (taps[oi * k_sp +
+// a group over every image of the batch (conv_gemm.h): the patches come from `window` (2-D) or `taps` (taps[oi * k_sp +
 // ki] is the input offset within a channel of kernel position ki at output position oi, or -1),
 // or, when both are null (a 1x1 convolution at unit stride without padding), from the image itself.
 void conv_f32(const float* x, const float* w, const float* bias, float* y, const ConvDims& d, const int64_t* taps,
               const ConvWindow2d* window, const ir::Epilogue& ep) {
   const int64_t cg = d.C / d.group, mg = d.M / d.group, K = cg * d.k_sp;
-  for (int64_t b = 0; b < d.N; ++b) {
-    for (int64_t gi = 0; gi < d.group; ++gi) {
-      conv_gemm_f32(w + gi * mg * K, bias != nullptr ? bias + gi * mg : nullptr, x + (b * d.C + gi * cg) * d.in_sp, taps,
-                    y + (b * d.M + gi * mg) * d.out_sp, {mg, K, d.out_sp, d.k_sp, d.in_sp, window}, ep);
-    }
+  for (int64_t gi = 0; gi < d.group; ++gi) {
+    conv_gemm_f32(w + gi * mg * K, bias != nullptr ? bias + gi * mg : nullptr, x + gi * cg * d.in_sp, taps,
+                  y + gi * mg * d.out_sp,
+                  {mg, K, d.out_sp, d.k_sp, d.in_sp, window, d.N, d.C * d.in_sp, d.M * d.out_sp}, ep);
   }
 }
 

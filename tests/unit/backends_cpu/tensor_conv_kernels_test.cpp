@@ -114,14 +114,14 @@ std::vector<ir::Epilogue> epilogues() {
 
 TEST(ConvKernels, MatchTheDefinitionOverShapesEpiloguesAndIsas) {
   const std::vector<ConvCase> cases = {
-      {{1, 16, 9, 13}, {7, 16, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},        // 1x1: the image is the patch matrix
+      {{3, 16, 9, 13}, {7, 16, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},        // 1x1: the image is the patch matrix
       {{2, 3, 11, 10}, {5, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},         // 3x3, stride 2
-      {{1, 6, 12, 17}, {10, 3, 3, 3}, {1, 1}, {2, 0, 1, 2}, {2, 2}, 2},         // groups, dilation, uneven pads
+      {{2, 6, 12, 17}, {10, 3, 3, 3}, {1, 1}, {2, 0, 1, 2}, {2, 2}, 2},         // groups, dilation, uneven pads
       {{1, 5, 8, 70}, {4, 5, 1, 3}, {1, 3}, {0, 1, 0, 1}, {1, 1}, 1},          // wide rows, stride 3 across
       {{1, 8, 7, 9}, {8, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8},           // depthwise
       {{2, 6, 9, 8}, {6, 1, 5, 5}, {2, 1}, {2, 2, 2, 2}, {1, 1}, 6},           // depthwise 5x5, stride 2 down
-      {{1, 4, 131}, {6, 4, 3}, {2}, {1, 1}, {1}, 1},                           // 1-D: the tap table
-      {{1, 2, 4, 5, 6}, {3, 2, 2, 3, 2}, {1, 2, 1}, {0, 1, 1, 1, 0, 0}, {1, 1, 2}, 1},  // 3-D
+      {{2, 4, 131}, {6, 4, 3}, {2}, {1, 1}, {1}, 1},                           // 1-D: the tap table
+      {{2, 2, 4, 5, 6}, {3, 2, 2, 3, 2}, {1, 2, 1}, {0, 1, 1, 1, 0, 0}, {1, 1, 2}, 1},  // 3-D
       {{1, 8, 5, 6}, {42, 8, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},          // one tile: channels split among threads
   };
   for (Isa isa : isas()) {
