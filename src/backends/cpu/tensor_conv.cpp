@@ -8,9 +8,11 @@
 // output positions) and multiplies them with the weights through the LLM path's f32 matmul
 // kernels; depthwise-like groups (fewer than 4 output channels) run a direct f32 loop instead.
 // Other dtypes and the other ops use direct loops in f64, correct for every attribute combination.
+#include <algorithm>
 #include <cmath>
-#include <optional>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "backends/cpu/conv_gemm.h"
 #include "backends/cpu/conv_geometry.h"
@@ -46,11 +48,53 @@ void conv_f32(const float* x, const float* w, const float* bias, float* y, const
 
 // One (image, channel) plane. Compiled three times, for AVX-512, AVX2 and the baseline ISA;
 // depthwise_2d_f32 runs the planes in parallel and picks one.
+//
+// At unit stride along the rows, the plane is first copied into `pad` with its padding as zeros
+// (depthwise_padded_size floats), so that a run of kRun outputs sums every tap in registers with
+// no bounds to check, and is stored once. Otherwise each tap adds into the output row in turn,
+// over the outputs whose input lies inside the image. Both sum bias, then taps in order.
+constexpr int64_t kRun = 32;
+
+// The padded plane's row length and size (0 when the plane takes the general loop).
+int64_t depthwise_padded_width(const Window& g) {
+  const int64_t need = (g.out[1] + kRun - 1) / kRun * kRun + (g.kernel[1] - 1) * g.dilations[1];
+  return std::max(need, g.pad_begin[1] + g.in[1]);
+}
+int64_t depthwise_padded_size(const Window& g) {
+  if (g.strides[1] != 1) return 0;
+  return ((g.out[0] - 1) * g.strides[0] + (g.kernel[0] - 1) * g.dilations[0] + 1) * depthwise_padded_width(g);
+}
+
 __attribute__((always_inline)) inline void depthwise_plane(const float* xc, const float* wc, float b0, float* yc,
-                                                          const Window& g, const ir::Epilogue& ep) {
+                                                          const Window& g, const ir::Epilogue& ep, float* pad) {
   const int64_t ih = g.in[0], iw = g.in[1], oh = g.out[0], ow = g.out[1], kh = g.kernel[0], kw = g.kernel[1];
   const int64_t sh = g.strides[0], sw = g.strides[1], dh = g.dilations[0], dw = g.dilations[1];
   const int64_t ph = g.pad_begin[0], pw = g.pad_begin[1];
+  if (sw == 1) {
+    const int64_t W = depthwise_padded_width(g), H = depthwise_padded_size(g) / W;
+    std::fill(pad, pad + H * W, 0.0f);
+    for (int64_t pr = 0; pr < H; ++pr) {
+      const int64_t row = pr - ph;
+      if (row >= 0 && row < ih) std::copy(xc + row * iw, xc + row * iw + iw, pad + pr * W + pw);
+    }
+    for (int64_t r = 0; r < oh; ++r) {
+      for (int64_t o0 = 0; o0 < ow; o0 += kRun) {
+        float acc[kRun];
+        for (int64_t t = 0; t < kRun; ++t) acc[t] = b0;
+        for (int64_t i = 0; i < kh; ++i) {
+          const float* xr = pad + (r * sh + i * dh) * W + o0;
+          for (int64_t j = 0; j < kw; ++j) {
+            const float wv = wc[i * kw + j];
+            const float* xs = xr + j * dw;
+            for (int64_t t = 0; t < kRun; ++t) acc[t] += xs[t] * wv;
+          }
+        }
+        std::copy(acc, acc + std::min(kRun, ow - o0), yc + r * ow + o0);
+      }
+    }
+    apply_epilogue_f32(ep, yc, oh * ow);
+    return;
+  }
   for (int64_t r = 0; r < oh; ++r) {
     float* yr = yc + r * ow;
     for (int64_t o = 0; o < ow; ++o) yr[o] = b0;
@@ -79,18 +123,18 @@ __attribute__((always_inline)) inline void depthwise_plane(const float* xc, cons
 }
 
 __attribute__((target("avx512f,avx512dq,avx2,fma"))) void depthwise_plane_avx512(
-    const float* xc, const float* wc, float b0, float* yc, const Window& g, const ir::Epilogue& ep) {
-  depthwise_plane(xc, wc, b0, yc, g, ep);
+    const float* xc, const float* wc, float b0, float* yc, const Window& g, const ir::Epilogue& ep, float* pad) {
+  depthwise_plane(xc, wc, b0, yc, g, ep, pad);
 }
 
 __attribute__((target("avx2,fma"))) void depthwise_plane_avx2(const float* xc, const float* wc, float b0, float* yc,
-                                                              const Window& g, const ir::Epilogue& ep) {
-  depthwise_plane(xc, wc, b0, yc, g, ep);
+                                                              const Window& g, const ir::Epilogue& ep, float* pad) {
+  depthwise_plane(xc, wc, b0, yc, g, ep, pad);
 }
 
 void depthwise_plane_baseline(const float* xc, const float* wc, float b0, float* yc, const Window& g,
-                              const ir::Epilogue& ep) {
-  depthwise_plane(xc, wc, b0, yc, g, ep);
+                              const ir::Epilogue& ep, float* pad) {
+  depthwise_plane(xc, wc, b0, yc, g, ep, pad);
 }
 
 // A 2-D depthwise convolution (one input channel a group, one output channel a group) in f32:
@@ -105,10 +149,15 @@ void depthwise_2d_f32(const float* x, const float* w, const float* bias, float* 
                      : isa >= Isa::kAvx2 ? depthwise_plane_avx2
                                          : depthwise_plane_baseline;
   const int64_t in_sp = g.in[0] * g.in[1], out_sp = g.out[0] * g.out[1], k_sp = g.kernel[0] * g.kernel[1];
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < N; ++b) {
-    for (int64_t c = 0; c < C; ++c) {
-      plane(x + (b * C + c) * in_sp, w + c * k_sp, bias != nullptr ? bias[c] : 0.0f, y + (b * C + c) * out_sp, g, ep);
+#pragma omp parallel
+  {
+    std::vector<float> pad(static_cast<size_t>(depthwise_padded_size(g)));
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t b = 0; b < N; ++b) {
+      for (int64_t c = 0; c < C; ++c) {
+        plane(x + (b * C + c) * in_sp, w + c * k_sp, bias != nullptr ? bias[c] : 0.0f, y + (b * C + c) * out_sp, g,
+              ep, pad.data());
+      }
     }
   }
 }

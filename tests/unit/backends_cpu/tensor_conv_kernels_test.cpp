@@ -120,6 +120,8 @@ TEST(ConvKernels, MatchTheDefinitionOverShapesEpiloguesAndIsas) {
       {{1, 5, 8, 70}, {4, 5, 1, 3}, {1, 3}, {0, 1, 0, 1}, {1, 1}, 1},          // wide rows, stride 3 across
       {{1, 8, 7, 9}, {8, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8},           // depthwise
       {{2, 6, 9, 8}, {6, 1, 5, 5}, {2, 1}, {2, 2, 2, 2}, {1, 1}, 6},           // depthwise 5x5, stride 2 down
+      {{1, 3, 10, 45}, {3, 1, 3, 3}, {1, 1}, {2, 1, 0, 3}, {2, 2}, 3},         // depthwise, dilated, uneven pads
+      {{1, 4, 7, 20}, {4, 1, 3, 3}, {1, 2}, {1, 1, 1, 1}, {1, 1}, 4},          // depthwise, stride 2 across
       {{2, 4, 131}, {6, 4, 3}, {2}, {1, 1}, {1}, 1},                           // 1-D: the tap table
       {{2, 2, 4, 5, 6}, {3, 2, 2, 3, 2}, {1, 2, 1}, {0, 1, 1, 1, 0, 0}, {1, 1, 2}, 1},  // 3-D
       {{1, 8, 5, 6}, {42, 8, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},          // one tile: channels split among threads
