@@ -73,8 +73,52 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) void epilogue_avx512(const 
   epilogue_body(e, y, n);
 }
 
+// The piecewise-linear activations 8 floats at a time, then * scale + shift; the operand order of
+// max and min keeps epilogue_body's answers for NaN and signed zeros (std::max(v, 0) is v unless
+// v < 0; _mm256_max_ps returns its second operand when either is NaN or both are zero). GCC does
+// not vectorise epilogue_body's branches for AVX2. The transcendental ones take epilogue_body.
+template <ir::Activation A>
+__attribute__((target("avx2,fma"))) inline __m256 piecewise_avx2(__m256 v, __m256 alpha, __m256 beta) {
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+  if constexpr (A == ir::Activation::kRelu) return _mm256_max_ps(zero, v);
+  if constexpr (A == ir::Activation::kLeakyRelu) {
+    return _mm256_blendv_ps(_mm256_mul_ps(alpha, v), v, _mm256_cmp_ps(v, zero, _CMP_GE_OQ));
+  }
+  if constexpr (A == ir::Activation::kHardSigmoid) {
+    return _mm256_min_ps(one, _mm256_max_ps(zero, _mm256_fmadd_ps(alpha, v, beta)));
+  }
+  if constexpr (A == ir::Activation::kHardSwish) {
+    const __m256 h = _mm256_fmadd_ps(v, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
+    return _mm256_mul_ps(v, _mm256_min_ps(one, _mm256_max_ps(zero, h)));
+  }
+  if constexpr (A == ir::Activation::kClip) return _mm256_min_ps(beta, _mm256_max_ps(alpha, v));
+  return v;
+}
+
+template <ir::Activation A>
+__attribute__((target("avx2,fma"))) void piecewise_run_avx2(const ir::Epilogue& e, float* y, int64_t n) {
+  const __m256 alpha = _mm256_set1_ps(static_cast<float>(e.alpha)), beta = _mm256_set1_ps(static_cast<float>(e.beta));
+  const __m256 scale = _mm256_set1_ps(static_cast<float>(e.scale)), shift = _mm256_set1_ps(static_cast<float>(e.shift));
+  const bool affine = e.scale != 1.0 || e.shift != 0.0;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = piecewise_avx2<A>(_mm256_loadu_ps(y + i), alpha, beta);
+    if (affine) v = _mm256_fmadd_ps(v, scale, shift);
+    _mm256_storeu_ps(y + i, v);
+  }
+  epilogue_body(e, y + i, n - i);
+}
+
 __attribute__((target("avx2,fma"))) void epilogue_avx2(const ir::Epilogue& e, float* y, int64_t n) {
-  epilogue_body(e, y, n);
+  switch (e.activation) {
+    case ir::Activation::kNone: return piecewise_run_avx2<ir::Activation::kNone>(e, y, n);
+    case ir::Activation::kRelu: return piecewise_run_avx2<ir::Activation::kRelu>(e, y, n);
+    case ir::Activation::kLeakyRelu: return piecewise_run_avx2<ir::Activation::kLeakyRelu>(e, y, n);
+    case ir::Activation::kHardSigmoid: return piecewise_run_avx2<ir::Activation::kHardSigmoid>(e, y, n);
+    case ir::Activation::kHardSwish: return piecewise_run_avx2<ir::Activation::kHardSwish>(e, y, n);
+    case ir::Activation::kClip: return piecewise_run_avx2<ir::Activation::kClip>(e, y, n);
+    default: epilogue_body(e, y, n);
+  }
 }
 
 }  // namespace
