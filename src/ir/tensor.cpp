@@ -20,8 +20,18 @@ std::string shape_to_string(const Shape& shape) {
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)), numel_(shape_numel(shape_)) {
   // One spare element keeps data_ non-null for empty tensors.
-  owned_ = std::make_shared<std::vector<std::byte>>(byte_size() + dtype_size(dtype_));
-  data_ = owned_->data();
+  owned_ = std::make_shared<std::byte[]>(byte_size() + dtype_size(dtype_));
+  data_ = owned_.get();
+}
+
+Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = shape_numel(t.shape_);
+  t.owned_ = std::make_shared_for_overwrite<std::byte[]>(t.byte_size() + dtype_size(dtype));
+  t.data_ = t.owned_.get();
+  return t;
 }
 
 Tensor Tensor::view(DType dtype, Shape shape, std::span<const std::byte> bytes) {

@@ -30,6 +30,9 @@ class Tensor {
   Tensor() = default;
   // Owned, zero-filled storage of shape_numel(shape) elements.
   Tensor(DType dtype, Shape shape);
+  // Owned storage left as it comes, for a kernel that writes every element: no pass over the
+  // bytes before the kernel's own.
+  static Tensor uninitialized(DType dtype, Shape shape);
   // Borrows `bytes`, which must hold exactly the elements and outlive every copy of the tensor.
   static Tensor view(DType dtype, Shape shape, std::span<const std::byte> bytes);
 
@@ -59,7 +62,7 @@ class Tensor {
   DType dtype_ = DType::kF32;
   Shape shape_;
   int64_t numel_ = 1;  // shape_numel(shape_): kernels loop on numel(), so it is not recomputed
-  std::shared_ptr<std::vector<std::byte>> owned_;
+  std::shared_ptr<std::byte[]> owned_;
   const std::byte* data_ = nullptr;
 };
 

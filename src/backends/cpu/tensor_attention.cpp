@@ -63,7 +63,7 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
   Shape shape = batch;
   shape.push_back(S);
   shape.push_back(Dv);
-  Tensor y(DType::kF32, shape);
+  Tensor y = Tensor::uninitialized(DType::kF32, shape);  // each (batch, head) writes its rows
   const auto scale = static_cast<float>(n.attr_float("scale", 1.0));
   const int64_t batches = static_cast<int64_t>(oq.size());
   if (y.numel() == 0) {

@@ -214,7 +214,7 @@ Status conv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
   const ir::Epilogue ep = ir::node_epilogue(n);
   if (spatial.size() == 2 && group == C && M == C && x.dtype() == DType::kF32 && wt.dtype() == DType::kF32 &&
       (bias_in == nullptr || (bias_in->dtype() == DType::kF32 && bias_in->numel() == M))) {
-    Tensor yt(DType::kF32, shape);
+    Tensor yt = Tensor::uninitialized(DType::kF32, shape);  // the kernel writes every output
     depthwise_2d_f32(x.data<float>(), wt.data<float>(), bias_in != nullptr ? bias_in->data<float>() : nullptr,
                      yt.mutable_data<float>(), N, C, g, ep);
     out[0] = std::move(yt);
@@ -238,7 +238,7 @@ Status conv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
     } else if (!identity) {
       taps = make_taps();
     }
-    Tensor yt(DType::kF32, shape);
+    Tensor yt = Tensor::uninitialized(DType::kF32, shape);  // the kernel writes every output
     conv_f32(x.data<float>(), wt.data<float>(), bias_t != nullptr ? bias_t->data<float>() : nullptr,
              yt.mutable_data<float>(), {N, C, M, group, in_sp, k_sp, out_sp}, taps.empty() ? nullptr : taps.data(),
              w2 ? &*w2 : nullptr, ep);
@@ -323,7 +323,7 @@ Status conv_transpose(const ir::Node& n, const TensorInputs& in, std::vector<Ten
         taps[static_cast<size_t>(pi * k_sp + ki)] = off;
       });
     });
-    Tensor yt(DType::kF32, shape);
+    Tensor yt = Tensor::uninitialized(DType::kF32, shape);  // the kernel writes every output
     conv_transpose_f32(x.data<float>(), wt.data<float>(), bias_t != nullptr ? bias_t->data<float>() : nullptr,
                        yt.mutable_data<float>(), {N, C, M, group, in_sp, k_sp, out_sp}, taps, ep);
     out[0] = std::move(yt);

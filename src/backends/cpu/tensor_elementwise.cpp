@@ -321,7 +321,7 @@ Expected<Tensor> broadcast_binary(const ir::Node& n, const Tensor& a, const Tens
                                std::string(ir::dtype_name(b.dtype())) + " differ");
   }
   KILN_ASSIGN_OR_RETURN(ir::Shape shape, tensor_broadcast_shape(n, {a.shape(), b.shape()}));
-  Tensor y(result, shape);
+  Tensor y = Tensor::uninitialized(result, shape);  // every path below writes every element
   const int64_t count = y.numel();
   if (a.dtype() == DType::kF32 && b.dtype() == DType::kF32 && result == DType::kF32 && f32_arith(n.op, a, b, y)) {
     return y;
@@ -335,6 +335,18 @@ Expected<Tensor> broadcast_binary(const ir::Node& n, const Tensor& a, const Tens
   }
   const std::vector<int64_t> oa = tensor_broadcast_offsets(a.shape(), shape);
   const std::vector<int64_t> ob = tensor_broadcast_offsets(b.shape(), shape);
+  if (a.dtype() == DType::kBool && b.dtype() == DType::kBool && kind_of(n.op) == Kind::kLogic) {
+    // Attention masks: the op resolved once, not per element.
+    const auto* pa = a.data<uint8_t>();
+    const auto* pb = b.data<uint8_t>();
+    auto* py = y.mutable_data<uint8_t>();
+    const int which = n.op == "And" ? 0 : n.op == "Or" ? 1 : 2;
+    for (int64_t i = 0; i < count; ++i) {
+      const bool u = pa[oa[static_cast<size_t>(i)]] != 0, v = pb[ob[static_cast<size_t>(i)]] != 0;
+      py[i] = static_cast<uint8_t>(which == 0 ? u && v : which == 1 ? u || v : u != v);
+    }
+    return y;
+  }
   const bool use_float = ir::dtype_is_float(a.dtype()) || ir::dtype_is_float(b.dtype());
   const bool uns = is_unsigned(a.dtype());
   for (int64_t i = 0; i < count; ++i) {

@@ -167,7 +167,7 @@ Status transpose(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
     shape.push_back(x.shape()[static_cast<size_t>(axis)]);
     strides.push_back(xs[static_cast<size_t>(axis)]);
   }
-  Tensor y(x.dtype(), shape);
+  Tensor y = Tensor::uninitialized(x.dtype(), shape);  // a permutation writes every element
   switch (ir::dtype_size(x.dtype())) {
     case 1: permute_copy<uint8_t>(x.bytes(), y.mutable_bytes(), shape, strides); break;
     case 2: permute_copy<uint16_t>(x.bytes(), y.mutable_bytes(), shape, strides); break;
@@ -194,7 +194,7 @@ Status concat(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& ou
     }
     shape[static_cast<size_t>(axis)] += t->shape()[static_cast<size_t>(axis)];
   }
-  Tensor y(first.dtype(), shape);
+  Tensor y = Tensor::uninitialized(first.dtype(), shape);  // the inputs fill it
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
   for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];

@@ -70,7 +70,7 @@ Status matmul_packed(const ir::Node& n, const TensorInputs& in, std::vector<Tens
   }
   Shape shape = a.shape();
   shape.back() = N;
-  Tensor y(DType::kF32, shape);
+  Tensor y = Tensor::uninitialized(DType::kF32, shape);  // both paths write every element
   const int64_t M = K > 0 ? a.numel() / K : 0;
   float* yp = y.numel() > 0 ? y.mutable_data<float>() : nullptr;
   if (K == 0) {
