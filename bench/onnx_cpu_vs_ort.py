@@ -6,9 +6,11 @@
 #   KILN=build/release/kiln REC=path/to/ch_PP-OCRv4_rec_infer.onnx OUT=dir [WORK=dir] [KILN_BASE=other/kiln] python3 bench/onnx_cpu_vs_ort.py
 # writes OUT/onnx_cpu_vs_ort.json: per model, batch and thread count, both runtimes' mean and
 # best milliseconds and the largest difference between their outputs; with KILN_BASE, a second
-# kiln (an earlier build, say) is timed in the same loop, side by side (kiln_base_* fields).
+# kiln (an earlier build, say) is timed in the same loop, side by side (kiln_base_* fields);
+# THREADS=1,8 picks the thread counts (default 1,2,8).
 import json, os, re, subprocess, time, platform
 import numpy as np, torch, transformers, onnxruntime as ort
+THREADS = [int(t) for t in os.environ.get("THREADS", "1,2,8").split(",")]
 OUT = os.environ["OUT"]; KILN = os.environ["KILN"]; BASE = os.environ.get("KILN_BASE"); WORK = os.environ.get("WORK", "build/kb"); os.makedirs(WORK, exist_ok=True)
 torch.manual_seed(0)
 cfg = transformers.BertConfig(attn_implementation="eager")
@@ -49,7 +51,7 @@ for name, (path, feed, profile) in cases.items():
         args = []
         for k, v in feed(B).items():
             np.save(f"{WORK}/{name}_{k}_{B}.npy", v); args += ["--input", f"{k}={WORK}/{name}_{k}_{B}.npy"]
-        for T in (1, 2, 8):
+        for T in THREADS:
             so = ort.SessionOptions(); so.intra_op_num_threads = T; so.inter_op_num_threads = 1
             s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
             for _ in range(2): ref = s.run(None, feed(B))[0]
