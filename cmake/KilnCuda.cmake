@@ -39,6 +39,7 @@ function(kiln_cuda_module)
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/backends/cuda/*.cpp
        ${PROJECT_SOURCE_DIR}/src/backends/cuda/*.cu)
   add_library(kiln_backends_cuda STATIC ${sources})
+  set_target_properties(kiln_backends_cuda PROPERTIES UNITY_BUILD OFF)
   target_include_directories(kiln_backends_cuda PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(kiln_backends_cuda PUBLIC ${ARG_DEPS} PRIVATE CUDA::cudart_static CUDA::cublas)
   target_compile_definitions(kiln_backends_cuda PUBLIC KILN_VERSION="${PROJECT_VERSION}")

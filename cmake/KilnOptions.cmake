@@ -6,6 +6,11 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   # GCC 12 reports false positives on std::string operations at -O3 (GCC bug 105329).
   list(APPEND KILN_WARNINGS -Wno-restrict -Wno-stringop-overflow)
 endif()
+if(CMAKE_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  # In a unity build a source file is no longer the main file of its translation unit, so GCC
+  # would report every class of that file that holds a type from its anonymous namespace.
+  list(APPEND KILN_WARNINGS -Wno-subobject-linkage)
+endif()
 if(KILN_WERROR)
   list(APPEND KILN_WARNINGS -Werror)
 endif()

@@ -10,11 +10,6 @@
 namespace kiln::formats {
 namespace {
 
-Status same(const OnnxNode& node, OnnxEmitter& out) {
-  out.add_same(node);
-  return Status::ok();
-}
-
 Status binary(const OnnxNode& node, OnnxEmitter& out) {
   if (node.has("broadcast") || node.has("axis")) {
     return node.error("the legacy (opset < 7) broadcast/axis attributes are not supported");
@@ -31,7 +26,7 @@ Status boolean_result(const OnnxNode& node, OnnxEmitter& out) {
 }
 
 Status clip(const OnnxNode& node, OnnxEmitter& out) {
-  if (node.opset >= 11) return same(node, out);
+  if (node.opset >= 11) return translate_same(node, out);
   ir::Tensor lo(ir::DType::kF32, {}), hi(ir::DType::kF32, {});
   KILN_ASSIGN_OR_RETURN(double min, node.float_in("min", -3.4028234663852886e38));
   KILN_ASSIGN_OR_RETURN(double max, node.float_in("max", 3.4028234663852886e38));
@@ -89,7 +84,7 @@ void register_onnx_elementwise_ops(OnnxTranslatorTable& table) {
                          "Erf", "Sigmoid", "Relu", "Softplus", "Softsign", "Elu", "Selu", "Celu", "LeakyRelu",
                          "HardSigmoid", "HardSwish", "ThresholdedRelu", "Shrink", "Not", "Identity", "Max", "Min",
                          "Sum", "Mean", "PRelu", "Where"}) {
-    table[op] = same;
+    table[op] = translate_same;
   }
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow"}) table[op] = binary;
   for (const char* op : {"And", "Or", "Xor", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "IsNaN"}) {

@@ -9,11 +9,6 @@
 namespace kiln::formats {
 namespace {
 
-Status same(const OnnxNode& node, OnnxEmitter& out) {
-  out.add_same(node);
-  return Status::ok();
-}
-
 Status gemm(const OnnxNode& node, OnnxEmitter& out) {
   KILN_ASSIGN_OR_RETURN(int64_t ta, node.int_in("transA", 0, 0, 1));
   KILN_ASSIGN_OR_RETURN(int64_t tb, node.int_in("transB", 0, 0, 1));
@@ -143,7 +138,7 @@ void register_onnx_nn_ops(OnnxTranslatorTable& table) {
   table["MatMul"] = matmul;
   for (const char* op : {"GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization", "LRN",
                          "MeanVarianceNormalization", "Det"}) {
-    table[op] = same;
+    table[op] = translate_same;
   }
   table["Gemm"] = gemm;
   for (const char* op : {"Conv", "ConvTranspose", "MaxPool", "AveragePool"}) table[op] = conv_like;

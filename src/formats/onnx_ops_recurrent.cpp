@@ -12,7 +12,7 @@
 namespace kiln::formats {
 namespace {
 
-std::vector<std::string> split(const std::string& s) {
+std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
   for (std::string item; std::getline(in, item, ',');) out.push_back(item);
@@ -39,7 +39,7 @@ Status recurrent(const OnnxNode& node, OnnxEmitter& out) {
   if (node.has("activations")) {
     auto it = node.attrs.find("activations");
     if (!std::holds_alternative<std::string>(it->second)) return node.error("activations must be a list of names");
-    activations = split(std::get<std::string>(it->second));
+    activations = split_commas(std::get<std::string>(it->second));
     if (activations.size() != gate_fns * dirs) {
       return node.error("activations lists " + std::to_string(activations.size()) + " functions; " + op + " with direction " +
                         direction + " takes " + std::to_string(gate_fns * dirs));

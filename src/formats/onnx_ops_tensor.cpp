@@ -16,11 +16,6 @@
 namespace kiln::formats {
 namespace {
 
-Status same(const OnnxNode& node, OnnxEmitter& out) {
-  out.add_same(node);
-  return Status::ok();
-}
-
 const std::vector<int64_t>* ints(const OnnxNode& node, const std::string& key) {
   auto it = node.attrs.find(key);
   return it == node.attrs.end() ? nullptr : std::get_if<std::vector<int64_t>>(&it->second);
@@ -81,7 +76,7 @@ Status split(const OnnxNode& node, OnnxEmitter& out) {
 }
 
 Status slice(const OnnxNode& node, OnnxEmitter& out) {
-  if (node.opset >= 10) return same(node, out);
+  if (node.opset >= 10) return translate_same(node, out);
   const auto* starts = ints(node, "starts");
   const auto* ends = ints(node, "ends");
   if (starts == nullptr || ends == nullptr) return node.error("attributes 'starts' and 'ends' are required");
@@ -188,7 +183,7 @@ Status einsum(const OnnxNode& node, OnnxEmitter& out) {
 void register_onnx_tensor_ops(OnnxTranslatorTable& table) {
   for (const char* op : {"Flatten", "Transpose", "Concat", "Gather", "GatherElements", "GatherND", "Expand", "Tile",
                          "Range", "Trilu", "OneHot"}) {
-    table[op] = same;
+    table[op] = translate_same;
   }
   table["Constant"] = constant;
   table["Reshape"] = reshape;
@@ -208,7 +203,7 @@ void register_onnx_tensor_ops(OnnxTranslatorTable& table) {
   table["Scatter"] = scatter;
   table["ScatterElements"] = scatter;
   table["ScatterND"] = scatter;
-  table["Compress"] = same;
+  table["Compress"] = translate_same;
   table["Unique"] = unique;
   table["Einsum"] = einsum;
 }

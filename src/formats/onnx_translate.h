@@ -73,6 +73,12 @@ ir::WeightEntry weight_entry_from_tensor(ir::Tensor t);
 using OnnxTranslator = std::function<Status(const OnnxNode&, OnnxEmitter&)>;
 using OnnxTranslatorTable = std::map<std::string, OnnxTranslator>;
 
+// The translator of every op whose ONNX form is already Kiln's: the node as is.
+inline Status translate_same(const OnnxNode& node, OnnxEmitter& out) {
+  out.add_same(node);
+  return Status::ok();
+}
+
 // The translator for ONNX op type `op_type` in the default domain, or nullptr.
 const OnnxTranslator* onnx_translator(const std::string& op_type);
 

@@ -6,20 +6,13 @@
 #include <limits>
 
 #include "base/status.h"
+#include "llm/generation/token_order.h"
 
 namespace kiln::llm {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
 // NaN sorts as -inf, so a broken logit never outranks a real one.
 float clean(float logit) { return std::isnan(logit) ? -kInf : logit; }
-
-// Strict order "more likely first, then lower id": a total order, so results never depend on the
-// order the standard library happens to visit elements in.
-bool more_likely(float a_logit, int32_t a_id, float b_logit, int32_t b_id) {
-  return a_logit > b_logit || (a_logit == b_logit && a_id < b_id);
-}
 
 // exp(x) for x <= 0: x = n * ln2 + r with |r| <= ln2 / 2 (ln2 split in two so n * ln2 is exact),
 // exp(r) by its degree-7 Taylor polynomial (truncation error < 6e-9), 2^n through the exponent bits.

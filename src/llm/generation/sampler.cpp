@@ -6,10 +6,11 @@
 #include <random>
 #include <utility>
 
+#include "llm/generation/token_order.h"
+
 namespace kiln::llm {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr uint64_t kWeylStep = 0x9e3779b97f4a7c15ULL;  // 2^64 / golden ratio, odd
 // Plain sampling draws by walking per-block sums, then one block.
 constexpr size_t kDrawBlock = 512;
@@ -22,10 +23,6 @@ uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
-}
-
-bool more_likely(float a_value, int32_t a_token, float b_value, int32_t b_token) {
-  return a_value > b_value || (a_value == b_value && a_token < b_token);
 }
 
 }  // namespace

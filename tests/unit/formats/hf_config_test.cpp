@@ -19,7 +19,7 @@ ModelConfig parse_ok(const std::string& text) {
   return c.has_value() ? *c : ModelConfig{};
 }
 
-std::string parse_error(const json& config) {
+std::string config_error(const json& config) {
   Expected<ModelConfig> c = parse_model_config(config);
   EXPECT_FALSE(c.has_value());
   return c.has_value() ? std::string() : c.status().message();
@@ -264,7 +264,7 @@ TEST(HfConfigTest, Qwen2SlidingWindowOnlyWhenEveryLayerUsesIt) {
   c["max_window_layers"] = 28;
   EXPECT_EQ(parse_ok(c.dump()).sliding_window, 0);
   c["max_window_layers"] = 14;
-  EXPECT_THAT(parse_error(c), HasSubstr("14 of 28 layers"));
+  EXPECT_THAT(config_error(c), HasSubstr("14 of 28 layers"));
 
   json v5 = json::parse(kQwen2V5);
   v5["use_sliding_window"] = true;
@@ -272,7 +272,7 @@ TEST(HfConfigTest, Qwen2SlidingWindowOnlyWhenEveryLayerUsesIt) {
   v5["layer_types"] = {"sliding_attention", "sliding_attention"};
   EXPECT_EQ(parse_ok(v5.dump()).sliding_window, 1024);
   v5["layer_types"] = {"full_attention", "sliding_attention"};
-  EXPECT_THAT(parse_error(v5), HasSubstr("mixing"));
+  EXPECT_THAT(config_error(v5), HasSubstr("mixing"));
 }
 
 TEST(HfConfigTest, Gpt2) {
@@ -307,19 +307,19 @@ TEST(HfConfigTest, Gpt2RejectsUnsupportedVariants) {
   for (const char* key : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"}) {
     json c = json::parse(kGpt2);
     c[key] = true;
-    EXPECT_THAT(parse_error(c), HasSubstr(key));
+    EXPECT_THAT(config_error(c), HasSubstr(key));
     c[key] = false;
     EXPECT_TRUE(parse_model_config(c).has_value());
   }
   json c = json::parse(kGpt2);
   c["activation_function"] = "relu";
-  EXPECT_THAT(parse_error(c), HasSubstr("'activation_function' = \"relu\""));
+  EXPECT_THAT(config_error(c), HasSubstr("'activation_function' = \"relu\""));
   c = json::parse(kGpt2);
   c["scale_attn_weights"] = false;
-  EXPECT_THAT(parse_error(c), HasSubstr("scale_attn_weights"));
+  EXPECT_THAT(config_error(c), HasSubstr("scale_attn_weights"));
   c = json::parse(kGpt2);
   c["n_head"] = 7;
-  EXPECT_THAT(parse_error(c), HasSubstr("does not divide 'n_embd'"));
+  EXPECT_THAT(config_error(c), HasSubstr("does not divide 'n_embd'"));
 }
 
 TEST(HfConfigTest, BaichuanVariants) {
@@ -351,55 +351,55 @@ TEST(HfConfigTest, BaichuanVariants) {
 
   json neither = json::parse(kBaichuan13B);
   neither.erase("model_max_length");
-  EXPECT_THAT(parse_error(neither), HasSubstr("model_max_length"));
+  EXPECT_THAT(config_error(neither), HasSubstr("model_max_length"));
   json gqa = json::parse(kBaichuan13B);
   gqa["num_key_value_heads"] = 8;
-  EXPECT_THAT(parse_error(gqa), HasSubstr("W_pack"));
+  EXPECT_THAT(config_error(gqa), HasSubstr("W_pack"));
 }
 
 TEST(HfConfigTest, ArchitectureSelection) {
   json c = json::parse(kLlama2);
   c["architectures"] = {"FalconForCausalLM"};
-  const std::string m = parse_error(c);
+  const std::string m = config_error(c);
   EXPECT_THAT(m, HasSubstr("'FalconForCausalLM' is not supported"));
   for (const std::string& name : supported_architectures()) EXPECT_THAT(m, HasSubstr(name));
 
   c.erase("architectures");
   EXPECT_EQ(parse_ok(c.dump()).architecture, Architecture::kLlama) << "falls back to model_type";
   c.erase("model_type");
-  EXPECT_THAT(parse_error(c), HasSubstr("architectures"));
+  EXPECT_THAT(config_error(c), HasSubstr("architectures"));
   c["architectures"] = json::array();
-  EXPECT_THAT(parse_error(c), HasSubstr("'architectures'"));
-  EXPECT_THAT(parse_error(json::array()), HasSubstr("not a JSON object"));
+  EXPECT_THAT(config_error(c), HasSubstr("'architectures'"));
+  EXPECT_THAT(config_error(json::array()), HasSubstr("not a JSON object"));
 }
 
 TEST(HfConfigTest, RejectsUnsupportedRope) {
   json c = json::parse(kLlama31);
   c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
-  EXPECT_THAT(parse_error(c), HasSubstr("'rope_scaling.rope_type' = \"yarn\" is not supported"));
+  EXPECT_THAT(config_error(c), HasSubstr("'rope_scaling.rope_type' = \"yarn\" is not supported"));
 
   json v5 = json::parse(kLlama31V5);
   v5["rope_parameters"]["rope_type"] = "longrope";
-  EXPECT_THAT(parse_error(v5), HasSubstr("'rope_parameters.rope_type' = \"longrope\""));
+  EXPECT_THAT(config_error(v5), HasSubstr("'rope_parameters.rope_type' = \"longrope\""));
 
   c = json::parse(kLlama31);
   c["rope_scaling"].erase("factor");
-  EXPECT_THAT(parse_error(c), HasSubstr("'rope_scaling.factor'"));
+  EXPECT_THAT(config_error(c), HasSubstr("'rope_scaling.factor'"));
   c = json::parse(kLlama31);
   c["rope_scaling"].erase("original_max_position_embeddings");
-  EXPECT_THAT(parse_error(c), HasSubstr("original_max_position_embeddings"));
+  EXPECT_THAT(config_error(c), HasSubstr("original_max_position_embeddings"));
   c = json::parse(kLlama31);
   c["rope_scaling"]["high_freq_factor"] = 0.5;
-  EXPECT_THAT(parse_error(c), HasSubstr("high_freq_factor"));
+  EXPECT_THAT(config_error(c), HasSubstr("high_freq_factor"));
   c = json::parse(kLlama2);
   c["rope_theta"] = -1;
-  EXPECT_THAT(parse_error(c), HasSubstr("'rope_theta' must be positive"));
+  EXPECT_THAT(config_error(c), HasSubstr("'rope_theta' must be positive"));
   c = json::parse(kLlama2);
   c["partial_rotary_factor"] = 0.5;
-  EXPECT_THAT(parse_error(c), HasSubstr("partial_rotary_factor"));
+  EXPECT_THAT(config_error(c), HasSubstr("partial_rotary_factor"));
   c = json::parse(kLlama2);
   c["head_dim"] = 127;
-  EXPECT_THAT(parse_error(c), HasSubstr("odd"));
+  EXPECT_THAT(config_error(c), HasSubstr("odd"));
 }
 
 TEST(HfConfigTest, RejectsBadSizesAndValues) {
@@ -424,15 +424,15 @@ TEST(HfConfigTest, RejectsBadSizesAndValues) {
   for (const Case& k : cases) {
     json c = json::parse(kLlama2);
     c[k.key] = k.value;
-    EXPECT_THAT(parse_error(c), HasSubstr(k.expected)) << k.key;
+    EXPECT_THAT(config_error(c), HasSubstr(k.expected)) << k.key;
   }
   json missing = json::parse(kLlama2);
   missing.erase("intermediate_size");
-  EXPECT_THAT(parse_error(missing), HasSubstr("missing required key 'intermediate_size'"));
+  EXPECT_THAT(config_error(missing), HasSubstr("missing required key 'intermediate_size'"));
 
   json quantized = json::parse(kLlama2);
   quantized["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}};
-  EXPECT_THAT(parse_error(quantized), HasSubstr("pre-quantized"));
+  EXPECT_THAT(config_error(quantized), HasSubstr("pre-quantized"));
 
   json integral_float = json::parse(kLlama2);
   integral_float["hidden_size"] = 4096.0;
