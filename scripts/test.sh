@@ -30,14 +30,28 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset ci-a
 echo "== fuzzers (${fuzz_seconds}s each)"
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$jobs" --target fuzz_safetensors fuzz_engine fuzz_onnx fuzz_infer_request
-for f in build/fuzz/tests/fuzz/fuzz_*; do
-  [ -x "$f" ] || continue
+# One fuzzer per core at a time; each prints its summary when it ends, and a crash fails the run.
+fuzz_one() {
+  local f=$1 name corpus seeds log status=0
   name=$(basename "$f")
   corpus=$(mktemp -d)
+  log=$(mktemp)
   seeds=tests/fuzz/corpus/${name#fuzz_}
   [ -d "$seeds" ] && cp -r "$seeds"/. "$corpus"/
-  echo "-- $name"
-  "$f" -max_total_time="$fuzz_seconds" -print_final_stats=1 "$corpus" 2>&1 | tail -n 3
-  rm -rf "$corpus"
+  "$f" -max_total_time="$fuzz_seconds" -print_final_stats=1 "$corpus" > "$log" 2>&1 || status=$?
+  { echo "-- $name"; if [ "$status" -eq 0 ]; then tail -n 3 "$log"; else cat "$log"; fi; }
+  rm -rf "$corpus" "$log"
+  return "$status"
+}
+pids=()
+for f in build/fuzz/tests/fuzz/fuzz_*; do
+  [ -x "$f" ] || continue
+  if [ "${#pids[@]}" -ge "$jobs" ]; then
+    wait "${pids[0]}"
+    pids=("${pids[@]:1}")
+  fi
+  fuzz_one "$f" &
+  pids+=($!)
 done
+for pid in "${pids[@]}"; do wait "$pid"; done
 echo "all tests passed"
