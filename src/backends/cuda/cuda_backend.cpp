@@ -435,7 +435,7 @@ Status CudaBackend::State::bind_nodes() {
         // SwiGLU after the gate/up product: in the GEMV's epilogue for decode-sized steps.
         const ir::Node& act = g.nodes()[++index];
         auto* y = static_cast<float*>(buffer(act.outputs[0]));
-        const int depth = decode->algo == CudaMatmulAlgo::kGemvDeep ? 8 : 4;
+        const GemvVariant variant = gemv_variant_of(*decode);
         const ir::WeightFormat format = w.format;
         // Larger steps of a rounded half-precision product write gate/up in the weights' type,
         // which SwiGLU widens as it reads: half the bytes of the product's output, written and read.
@@ -444,7 +444,7 @@ Status CudaBackend::State::bind_nodes() {
           const int64_t m = rows_of(x, s);
           const float* bias = has_bias ? f_in(2) : nullptr;
           if (m < kGemvMaxRows && gemv_supports(format)) {
-            launch_gemv_silu_mul(format, f_in(0), m, k, in[1], n / 2, bias, y, self->stream, depth);
+            launch_gemv_silu_mul(format, f_in(0), m, k, in[1], n / 2, bias, y, self->stream, variant);
             return Status::ok();
           }
           if (m >= kGemvMaxRows && product_16) {

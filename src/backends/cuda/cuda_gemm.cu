@@ -153,6 +153,14 @@ Status launch_gemm_16_out(const CudaMatmulKernel& kernel, cublasHandle_t handle,
   return products_16(handle, kernel.format, 1, x, m, k, w, n, y, /*y_16=*/true, scratch, stream, column_parts);
 }
 
+GemvVariant gemv_variant_of(const CudaMatmulKernel& kernel) {
+  switch (kernel.algo) {
+    case CudaMatmulAlgo::kGemvDeep: return GemvVariant::kDeep;
+    case CudaMatmulAlgo::kGemvQ8: return GemvVariant::kQ8;
+    default: return GemvVariant::kPlain;
+  }
+}
+
 size_t matmul_scratch_bytes(const CudaMatmulKernel& kernel, int64_t m, int64_t n, int64_t k) {
   if (cuda_matmul_kernel_is_gemv(kernel)) return 0;
   if (!is_dequant(kernel)) return gemm_scratch_bytes(kernel.format, mode_of(kernel), m, k);
@@ -162,7 +170,7 @@ size_t matmul_scratch_bytes(const CudaMatmulKernel& kernel, int64_t m, int64_t n
 Status launch_matmul(const CudaMatmulKernel& kernel, cublasHandle_t handle, const float* x, int64_t m, int64_t k,
                      const void* w, int64_t n, const float* bias, float* y, void* scratch, cudaStream_t stream) {
   if (cuda_matmul_kernel_is_gemv(kernel)) {
-    launch_gemv(kernel.format, x, m, k, w, n, bias, y, stream, kernel.algo == CudaMatmulAlgo::kGemvDeep ? 8 : 4);
+    launch_gemv(kernel.format, x, m, k, w, n, bias, y, stream, gemv_variant_of(kernel));
     KILN_CUDA_RETURN_IF_LAUNCH_FAILED("gemv");
     return Status::ok();
   }

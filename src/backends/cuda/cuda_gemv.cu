@@ -185,11 +185,11 @@ void launch_vec(const float* x, int64_t k, const T* w, int64_t n, const float* b
   gemv_kernel<T, M, U, kGlu><<<blocks, kThreads, 0, stream>>>(x, k, w, n, bias, y);
 }
 
-// depth > kUnroll: the deep variant, instantiated for single-row steps of half-precision
-// weights (batch-1 decode, where it can pay); other steps take the plain one.
+// kDeep: the deep kernel, instantiated for single-row steps of half-precision weights (batch-1
+// decode, where it can pay); other steps take the plain one.
 template <typename T, bool kGlu>
 void launch_typed(const float* x, int64_t m, int64_t k, const void* w, int64_t n, const float* bias, float* y,
-                  int depth, cudaStream_t stream) {
+                  GemvVariant variant, cudaStream_t stream) {
   const T* wt = static_cast<const T*>(w);
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   if (!aligned || k % Weights<T>::kPerLoad != 0) {
@@ -199,7 +199,7 @@ void launch_typed(const float* x, int64_t m, int64_t k, const void* w, int64_t n
   }
   switch (m) {
     case 1:
-      if (depth > kUnroll && !std::is_same_v<T, float>) return launch_vec<T, 1, kDeepUnroll, kGlu>(x, k, wt, n, bias, y, stream);
+      if (variant == GemvVariant::kDeep && !std::is_same_v<T, float>) return launch_vec<T, 1, kDeepUnroll, kGlu>(x, k, wt, n, bias, y, stream);
       return launch_vec<T, 1, kUnroll, kGlu>(x, k, wt, n, bias, y, stream);
     case 2: return launch_vec<T, 2, kUnroll, kGlu>(x, k, wt, n, bias, y, stream);
     case 3: return launch_vec<T, 3, kUnroll, kGlu>(x, k, wt, n, bias, y, stream);
@@ -211,13 +211,15 @@ void launch_typed(const float* x, int64_t m, int64_t k, const void* w, int64_t n
 }
 
 template <bool kGlu>
-void launch_format(ir::WeightFormat format, int depth, const float* x, int64_t m, int64_t k, const void* w,
+void launch_format(ir::WeightFormat format, GemvVariant variant, const float* x, int64_t m, int64_t k, const void* w,
                    int64_t n, const float* bias, float* y, cudaStream_t stream) {
-  if (gemv_quant_supports(format)) return launch_gemv_quant(format, kGlu, x, m, k, w, n, bias, y, stream);
+  if (gemv_quant_supports(format)) {
+    return launch_gemv_quant(format, kGlu, x, m, k, w, n, bias, y, stream, variant == GemvVariant::kQ8);
+  }
   switch (format) {
-    case ir::WeightFormat::kF16: return launch_typed<__half, kGlu>(x, m, k, w, n, bias, y, depth, stream);
-    case ir::WeightFormat::kBF16: return launch_typed<__nv_bfloat16, kGlu>(x, m, k, w, n, bias, y, depth, stream);
-    default: return launch_typed<float, kGlu>(x, m, k, w, n, bias, y, depth, stream);
+    case ir::WeightFormat::kF16: return launch_typed<__half, kGlu>(x, m, k, w, n, bias, y, variant, stream);
+    case ir::WeightFormat::kBF16: return launch_typed<__nv_bfloat16, kGlu>(x, m, k, w, n, bias, y, variant, stream);
+    default: return launch_typed<float, kGlu>(x, m, k, w, n, bias, y, variant, stream);
   }
 }
 
@@ -229,16 +231,16 @@ bool gemv_supports(ir::WeightFormat format) {
 }
 
 void launch_gemv(ir::WeightFormat format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,
-                 const float* bias, float* y, cudaStream_t stream, int depth) {
+                 const float* bias, float* y, cudaStream_t stream, GemvVariant variant) {
   if (m <= 0 || n <= 0) return;
   static_assert(kGemvMaxRows == 8, "launch_typed instantiates m = 1 .. 7");
-  launch_format<false>(format, depth, x, m, k, w, n, bias, y, stream);
+  launch_format<false>(format, variant, x, m, k, w, n, bias, y, stream);
 }
 
 void launch_gemv_silu_mul(ir::WeightFormat format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,
-                          const float* bias, float* y, cudaStream_t stream, int depth) {
+                          const float* bias, float* y, cudaStream_t stream, GemvVariant variant) {
   if (m <= 0 || n <= 0) return;
-  launch_format<true>(format, depth, x, m, k, w, n, bias, y, stream);
+  launch_format<true>(format, variant, x, m, k, w, n, bias, y, stream);
 }
 
 }  // namespace kiln::cuda

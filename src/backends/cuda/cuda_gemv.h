@@ -20,15 +20,22 @@ inline constexpr int64_t kGemvMaxRows = 8;  // m < this
 
 bool gemv_supports(ir::WeightFormat format);
 
+// Which kernel a product takes (the matmul kernels of cuda_matmul.h):
+//   kPlain  "gemv": four 16-byte loads in flight per lane; fp32 activations;
+//   kDeep   "gemv_deep": eight, for batch-1 steps of f16/bf16 weights;
+//   kQ8     "gemv_q8": for batch-1 steps of integer weights, the activations quantised to int8
+//           in runs of 16 (cuda_gemv_quant.h); other steps and formats as kPlain.
+enum class GemvVariant { kPlain, kDeep, kQ8 };
+
 // x: [m, k]; w: [n, k] in `format`; bias: [n] or nullptr; y: [m, n]. 1 <= m < kGemvMaxRows.
-// depth: 16-byte loads in flight per lane, 4 or 8 (the "gemv" and "gemv_deep" kernels).
 void launch_gemv(ir::WeightFormat format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,
-                 const float* bias, float* y, cudaStream_t stream, int depth = 4);
+                 const float* bias, float* y, cudaStream_t stream, GemvVariant variant = GemvVariant::kPlain);
 
 // SwiGLU in the product's epilogue: w: [2n, k] = [gate rows | up rows], bias: [2n] or nullptr,
 // y: [m, n] = silu(x · gate^T + bias_gate) * (x · up^T + bias_up), as launch_gemv followed by
 // launch_silu_mul computes it, without the [m, 2n] intermediate or the second launch.
 void launch_gemv_silu_mul(ir::WeightFormat format, const float* x, int64_t m, int64_t k, const void* w, int64_t n,
-                          const float* bias, float* y, cudaStream_t stream, int depth = 4);
+                          const float* bias, float* y, cudaStream_t stream,
+                          GemvVariant variant = GemvVariant::kPlain);
 
 }  // namespace kiln::cuda

@@ -51,14 +51,86 @@ __device__ __forceinline__ void fma_chunks(const QuantChunk* ch, const float* x,
   }
 }
 
+// A run of 16 activations quantised to int8, four to a word (element j of the run in byte j % 4
+// of word j / 4, as the weights' bytes sit), with its scale: x ~ d * q.
+struct Q8Run {
+  int q[4];
+  float d;
+};
+
+__device__ __forceinline__ int pack_int8(int a, int b, int c, int d) {
+  const unsigned ab = __byte_perm(static_cast<unsigned>(a), static_cast<unsigned>(b), 0x0040u);
+  const unsigned cd = __byte_perm(static_cast<unsigned>(c), static_cast<unsigned>(d), 0x0040u);
+  return static_cast<int>(__byte_perm(ab, cd, 0x5410u));
+}
+
+// x: 16 floats, 16-byte aligned. Scale max|x| / 127, each value rounded to the nearest step.
+__device__ __forceinline__ Q8Run quantize_run(const float* x) {
+  float4 v[4];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) v[t] = __ldg(reinterpret_cast<const float4*>(x) + t);
+  float amax = 0.0f;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[t].x), fabsf(v[t].y)), fmaxf(fabsf(v[t].z), fabsf(v[t].w))));
+  }
+  Q8Run r;
+  r.d = amax * (1.0f / 127.0f);
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    r.q[t] = pack_int8(__float2int_rn(v[t].x * inv), __float2int_rn(v[t].y * inv), __float2int_rn(v[t].z * inv),
+                       __float2int_rn(v[t].w * inv));
+  }
+  return r;
+}
+
+// acc[i][0] += scale_i * (chunk i's weights . x[their elements]) for W weight rows that share
+// their columns, one activation row: the chunk's runs of activations are quantised once for all
+// W rows, and each word of four weights is one dp4a. Int4 nibbles are 0..15, the weight plus 8:
+// the run's sum of q, times 8, comes off.
+template <F Fmt, int W>
+__device__ __forceinline__ void dot_chunks_q8(const QuantChunk* ch, const float* x, float (*acc)[1]) {
+  using Q = QuantFormat<Fmt>;
+  const Q8Run lo = quantize_run(x + ch[0].e0);
+  if constexpr (!Q::kInt4) {
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      int s = 0;
+#pragma unroll
+      for (int t = 0; t < 4; ++t) s = __dp4a(static_cast<int>(ch[i].q[t]), lo.q[t], s);
+      acc[i][0] += ch[i].scale * lo.d * static_cast<float>(s);
+    }
+  } else {
+    const Q8Run hi = quantize_run(x + ch[0].e0 + Q::kGroup / 2);
+    int sum_lo = 0, sum_hi = 0;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      sum_lo = __dp4a(lo.q[t], 0x01010101, sum_lo);
+      sum_hi = __dp4a(hi.q[t], 0x01010101, sum_hi);
+    }
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      int s_lo = -8 * sum_lo, s_hi = -8 * sum_hi;
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        s_lo = __dp4a(static_cast<int>(ch[i].q[t] & 0x0F0F0F0Fu), lo.q[t], s_lo);
+        s_hi = __dp4a(static_cast<int>((ch[i].q[t] >> 4) & 0x0F0F0F0Fu), hi.q[t], s_hi);
+      }
+      acc[i][0] += ch[i].scale * (lo.d * static_cast<float>(s_lo) + hi.d * static_cast<float>(s_hi));
+    }
+  }
+}
+
 // RW output columns per warp (kGlu: each reads rows `col` (gate) and `col + n` (up) and writes
 // silu(gate) * up), as the float gemv (cuda_gemv.cu) otherwise: the lanes take the rows' chunks
-// in turn, U at a time. m <= M activation rows.
-template <F Fmt, int M, int RW, int U, bool kGlu>
+// in turn, U at a time. m <= M activation rows. kQ8 (M = 1): dot_chunks_q8 instead of fma_chunks.
+template <F Fmt, int M, int RW, int U, bool kGlu, bool kQ8>
 __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(const float* x, int m, int64_t k, const uint8_t* w,
                                                               size_t row_bytes, int64_t n, const float* bias,
                                                               float* y) {
   using Q = QuantFormat<Fmt>;
+  static_assert(!kQ8 || M == 1, "the int8-activation path takes batch-1 steps");
   constexpr int R = kGlu ? 2 : 1;
   constexpr int W = RW * R;  // weight rows per warp
   const int lane = threadIdx.x % 32;
@@ -82,13 +154,23 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(const float* x, in
       for (int i = 0; i < W; ++i) ch[u][i] = quant_load_chunk<Fmt>(wrow[i], c + 32 * u);
     }
 #pragma unroll
-    for (int u = 0; u < U; ++u) fma_chunks<Fmt, M, W>(ch[u], x, k, m, acc);
+    for (int u = 0; u < U; ++u) {
+      if constexpr (kQ8) {
+        dot_chunks_q8<Fmt, W>(ch[u], x, acc);
+      } else {
+        fma_chunks<Fmt, M, W>(ch[u], x, k, m, acc);
+      }
+    }
   }
   for (; c < chunks; c += 32) {
     QuantChunk ch[W];
 #pragma unroll
     for (int i = 0; i < W; ++i) ch[i] = quant_load_chunk<Fmt>(wrow[i], c);
-    fma_chunks<Fmt, M, W>(ch, x, k, m, acc);
+    if constexpr (kQ8) {
+      dot_chunks_q8<Fmt, W>(ch, x, acc);
+    } else {
+      fma_chunks<Fmt, M, W>(ch, x, k, m, acc);
+    }
   }
 #pragma unroll
   for (int i = 0; i < RW; ++i) {
@@ -148,26 +230,29 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_scalar_kernel(F format, c
   }
 }
 
-template <F Fmt, int M, int RW, int U, bool kGlu>
+template <F Fmt, int M, int RW, int U, bool kGlu, bool kQ8 = false>
 void launch_vec(const float* x, int64_t m, int64_t k, const uint8_t* w, size_t row_bytes, int64_t n,
                 const float* bias, float* y, cudaStream_t stream) {
   const int64_t warps = (n + RW - 1) / RW;
   const auto blocks = static_cast<unsigned>((warps + kWarps - 1) / kWarps);
-  gemv_quant_kernel<Fmt, M, RW, U, kGlu>
+  gemv_quant_kernel<Fmt, M, RW, U, kGlu, kQ8>
       <<<blocks, kThreads, 0, stream>>>(x, static_cast<int>(m), k, w, row_bytes, n, bias, y);
 }
 
-// Batch-1 steps: 4 weight rows a warp (2 SwiGLU columns), 2 chunks of each in flight per lane.
-// Wider steps: one column a warp (its activations are M float4 a word already).
+// Batch-1 steps: 4 weight rows a warp (2 SwiGLU columns), 2 chunks of each in flight per lane;
+// q8: over int8-quantised activations. Wider steps: one column a warp (its activations are M
+// float4 a word already).
 template <F Fmt, bool kGlu>
 void launch_typed(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, const float* bias, float* y,
-                  cudaStream_t stream) {
+                  bool q8, cudaStream_t stream) {
   const size_t row_bytes = ir::weight_format_row_bytes(Fmt, k);
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 4 == 0;
   if (!aligned || !quant_vector_fits<Fmt>(k)) {
     const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
     gemv_quant_scalar_kernel<kGlu>
         <<<blocks, kThreads, 0, stream>>>(Fmt, x, static_cast<int>(m), k, w, row_bytes, n, bias, y);
+  } else if (m == 1 && q8) {
+    launch_vec<Fmt, 1, kGlu ? 2 : 4, 2, kGlu, true>(x, m, k, w, row_bytes, n, bias, y, stream);
   } else if (m == 1) {
     launch_vec<Fmt, 1, kGlu ? 2 : 4, 2, kGlu>(x, m, k, w, row_bytes, n, bias, y, stream);
   } else {
@@ -178,14 +263,14 @@ void launch_typed(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_
 
 template <bool kGlu>
 void launch_format(F format, const float* x, int64_t m, int64_t k, const void* w, int64_t n, const float* bias,
-                   float* y, cudaStream_t stream) {
+                   float* y, bool q8, cudaStream_t stream) {
   const auto* wb = static_cast<const uint8_t*>(w);
   switch (format) {
-    case F::kI8Channel: return launch_typed<F::kI8Channel, kGlu>(x, m, k, wb, n, bias, y, stream);
-    case F::kI8Group32: return launch_typed<F::kI8Group32, kGlu>(x, m, k, wb, n, bias, y, stream);
-    case F::kI8Group128: return launch_typed<F::kI8Group128, kGlu>(x, m, k, wb, n, bias, y, stream);
-    case F::kI4Group32: return launch_typed<F::kI4Group32, kGlu>(x, m, k, wb, n, bias, y, stream);
-    case F::kI4Group128: return launch_typed<F::kI4Group128, kGlu>(x, m, k, wb, n, bias, y, stream);
+    case F::kI8Channel: return launch_typed<F::kI8Channel, kGlu>(x, m, k, wb, n, bias, y, q8, stream);
+    case F::kI8Group32: return launch_typed<F::kI8Group32, kGlu>(x, m, k, wb, n, bias, y, q8, stream);
+    case F::kI8Group128: return launch_typed<F::kI8Group128, kGlu>(x, m, k, wb, n, bias, y, q8, stream);
+    case F::kI4Group32: return launch_typed<F::kI4Group32, kGlu>(x, m, k, wb, n, bias, y, q8, stream);
+    case F::kI4Group128: return launch_typed<F::kI4Group128, kGlu>(x, m, k, wb, n, bias, y, q8, stream);
     default: return;
   }
 }
@@ -197,12 +282,12 @@ bool gemv_quant_supports(ir::WeightFormat format) {
 }
 
 void launch_gemv_quant(ir::WeightFormat format, bool glu, const float* x, int64_t m, int64_t k, const void* w,
-                       int64_t n, const float* bias, float* y, cudaStream_t stream) {
+                       int64_t n, const float* bias, float* y, cudaStream_t stream, bool q8) {
   if (m <= 0 || n <= 0) return;
   if (glu) {
-    launch_format<true>(format, x, m, k, w, n, bias, y, stream);
+    launch_format<true>(format, x, m, k, w, n, bias, y, q8, stream);
   } else {
-    launch_format<false>(format, x, m, k, w, n, bias, y, stream);
+    launch_format<false>(format, x, m, k, w, n, bias, y, q8, stream);
   }
 }
 

@@ -22,18 +22,23 @@ constexpr CudaMatmulKernel kKernels[] = {
     {"bf16.cuda.gemm", F::kBF16, A::kGemmRounded},
     {"bf16.cuda.gemm_halves", F::kBF16, A::kGemmRoundedHalves},
     {"i8c.cuda.gemv", F::kI8Channel, A::kGemv},
+    {"i8c.cuda.gemv_q8", F::kI8Channel, A::kGemvQ8},
     {"i8c.cuda.sgemm", F::kI8Channel, A::kDequantSgemm},
     {"i8c.cuda.gemm", F::kI8Channel, A::kDequantGemm},
     {"i8g32.cuda.gemv", F::kI8Group32, A::kGemv},
+    {"i8g32.cuda.gemv_q8", F::kI8Group32, A::kGemvQ8},
     {"i8g32.cuda.sgemm", F::kI8Group32, A::kDequantSgemm},
     {"i8g32.cuda.gemm", F::kI8Group32, A::kDequantGemm},
     {"i8g128.cuda.gemv", F::kI8Group128, A::kGemv},
+    {"i8g128.cuda.gemv_q8", F::kI8Group128, A::kGemvQ8},
     {"i8g128.cuda.sgemm", F::kI8Group128, A::kDequantSgemm},
     {"i8g128.cuda.gemm", F::kI8Group128, A::kDequantGemm},
     {"i4g32.cuda.gemv", F::kI4Group32, A::kGemv},
+    {"i4g32.cuda.gemv_q8", F::kI4Group32, A::kGemvQ8},
     {"i4g32.cuda.sgemm", F::kI4Group32, A::kDequantSgemm},
     {"i4g32.cuda.gemm", F::kI4Group32, A::kDequantGemm},
     {"i4g128.cuda.gemv", F::kI4Group128, A::kGemv},
+    {"i4g128.cuda.gemv_q8", F::kI4Group128, A::kGemvQ8},
     {"i4g128.cuda.sgemm", F::kI4Group128, A::kDequantSgemm},
     {"i4g128.cuda.gemm", F::kI4Group128, A::kDequantGemm},
 };
@@ -58,7 +63,7 @@ const CudaMatmulKernel* cuda_matmul_kernel_find(std::string_view name) {
 }
 
 bool cuda_matmul_kernel_is_gemv(const CudaMatmulKernel& kernel) {
-  return kernel.algo == A::kGemv || kernel.algo == A::kGemvDeep;
+  return kernel.algo == A::kGemv || kernel.algo == A::kGemvDeep || kernel.algo == A::kGemvQ8;
 }
 
 bool cuda_matmul_kernel_rounds_activations(const CudaMatmulKernel& kernel) {

@@ -12,6 +12,9 @@
 //   gemm_halves the same as two products over the two halves of the weight rows.
 // Integer weights (i8c, i8g32, i8g128, i4g32, i4g128: the CPU's row formats, read as stored):
 //   gemv        decode steps: widened in registers (cuda_gemv_quant.h);
+//   gemv_q8     batch-1 steps over activations quantised to int8 in runs of 16, products by
+//               dp4a (four int8 products a instruction); wider steps as gemv. Listed after gemv:
+//               timing picks it;
 //   sgemm       the weight widened to fp32 (exact) into scratch, then cuBLAS SGEMM on fp32
 //               activations: listed first, what an untimed build takes;
 //   gemm        the weight widened to fp16 into scratch, then one tensor-core GEMM over
@@ -29,6 +32,7 @@ namespace kiln::cuda {
 enum class CudaMatmulAlgo {
   kGemv,
   kGemvDeep,
+  kGemvQ8,  // integer weights, int8-quantised activations in batch-1 steps
   kGemmSplit,
   kGemmRounded,
   kGemmRoundedHalves,
@@ -49,7 +53,7 @@ std::vector<const CudaMatmulKernel*> cuda_matmul_kernels(ir::WeightFormat format
 // The kernel called `name`, or nullptr.
 const CudaMatmulKernel* cuda_matmul_kernel_find(std::string_view name);
 
-// Whether the kernel is a matrix-vector one (gemv, gemv_deep), for decode-sized steps.
+// Whether the kernel is a matrix-vector one (gemv, gemv_deep, gemv_q8), for decode-sized steps.
 bool cuda_matmul_kernel_is_gemv(const CudaMatmulKernel& kernel);
 
 // Whether the kernel rounds its activations to a 16-bit type (the fast tensor-core products).
