@@ -7,11 +7,12 @@
 #include <unistd.h>
 
 #include <array>
-#include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "cli/bench_serve/load_client.h"
@@ -35,10 +36,14 @@ int run(const std::string& args, std::string* out = nullptr) {
   return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128;
 }
 
-int free_port() {
-  boost::asio::io_context ioc;
-  boost::asio::ip::tcp::acceptor a(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  return a.local_endpoint().port();
+// The port in the server's "ready on http://127.0.0.1:PORT" line, or 0 before it is written.
+int ready_port(const fs::path& server_log) {
+  std::ifstream in(server_log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string mark = "ready on http://127.0.0.1:";
+  const size_t at = text.find(mark);
+  if (at == std::string::npos) return 0;
+  return std::atoi(text.c_str() + at + mark.size());
 }
 
 class BenchServeE2e : public ::testing::Test {
@@ -53,28 +58,30 @@ class BenchServeE2e : public ::testing::Test {
                   &log),
               0)
         << log;
-    port_ = free_port();
+    // The server picks its own port (--port 0) and prints it when ready: a port chosen here and
+    // passed on could be taken by another test's server in between, and the probe below would
+    // then reach that server.
+    const fs::path server_log = dir_ / "server.log";
     server_ = fork();
     ASSERT_GE(server_, 0);
     if (server_ == 0) {
-      const std::string port = std::to_string(port_);
-      const std::string server_log = (dir_ / "server.log").string();
       if (std::freopen(server_log.c_str(), "w", stdout) == nullptr) _exit(127);
       dup2(fileno(stdout), STDERR_FILENO);
-      execl(KILN_BINARY, KILN_BINARY, "serve", engine.c_str(), "--host", "127.0.0.1", "--port", port.c_str(),
-            "--threads", "1", static_cast<char*>(nullptr));
+      execl(KILN_BINARY, KILN_BINARY, "serve", engine.c_str(), "--host", "127.0.0.1", "--port", "0", "--threads", "1",
+            static_cast<char*>(nullptr));
       _exit(127);
     }
+    for (int i = 0; i < 600 && port_ == 0; ++i) {
+      port_ = ready_port(server_log);
+      int status = 0;
+      ASSERT_EQ(waitpid(server_, &status, WNOHANG), 0) << "kiln serve exited early";
+      if (port_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_NE(port_, 0) << "kiln serve did not print its address within a minute";
     LoadConfig probe;
     probe.url = *parse_server_url(url());
     probe.io_timeout_s = 5;
-    for (int i = 0; i < 600; ++i) {
-      if (first_served_model(probe)) return;
-      int status = 0;
-      ASSERT_EQ(waitpid(server_, &status, WNOHANG), 0) << "kiln serve exited early";
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    FAIL() << "kiln serve did not answer GET /v1/models within a minute";
+    ASSERT_TRUE(first_served_model(probe)) << "kiln serve printed its address but does not answer GET /v1/models";
   }
   void TearDown() override {
     if (server_ > 0) {
