@@ -15,7 +15,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/thread_name.h"
@@ -412,7 +414,11 @@ struct HttpServer::Impl {
   net::io_context ioc;
   tcp::acceptor acceptor;
   net::signal_set signals;
+  // on_signal's callback, and a signal that came before there was one (between start() and
+  // on_signal()), delivered when the callback is set.
+  std::mutex signal_mu;
   std::function<void(int)> signal_fn;
+  int pending_signal = 0;
   ActiveCount active;
   std::vector<std::thread> threads;
   int port = 0;
@@ -438,7 +444,17 @@ Status HttpServer::start() {
   impl_->port = a.local_endpoint().port();
   impl_->accept();
   impl_->signals.async_wait([this](beast::error_code e, int sig) {
-    if (!e && impl_->signal_fn) impl_->signal_fn(sig);
+    if (e) return;
+    std::function<void(int)> fn;
+    {
+      std::lock_guard lock(impl_->signal_mu);
+      if (!impl_->signal_fn) {
+        impl_->pending_signal = sig;
+        return;
+      }
+      fn = impl_->signal_fn;
+    }
+    fn(sig);
   });
   for (int i = 0; i < impl_->config.network_threads; ++i) {
     impl_->threads.emplace_back([this] {
@@ -452,7 +468,15 @@ Status HttpServer::start() {
 
 int HttpServer::port() const { return impl_->port; }
 
-void HttpServer::on_signal(std::function<void(int)> fn) { impl_->signal_fn = std::move(fn); }
+void HttpServer::on_signal(std::function<void(int)> fn) {
+  int pending = 0;
+  {
+    std::lock_guard lock(impl_->signal_mu);
+    impl_->signal_fn = fn;
+    std::swap(pending, impl_->pending_signal);
+  }
+  if (pending != 0 && fn) fn(pending);
+}
 
 void HttpServer::stop_accepting() {
   net::post(impl_->acceptor.get_executor(), [this] {

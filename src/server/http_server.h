@@ -33,7 +33,8 @@ class HttpServer {
   void wait_idle(double seconds);
   void stop();
 
-  // Runs `fn` on SIGINT or SIGTERM (once, on a network thread).
+  // Runs `fn` on SIGINT or SIGTERM (once, on a network thread; at once, on this thread, for a
+  // signal that came after start() and before this call).
   void on_signal(std::function<void(int)> fn);
 
  private:
