@@ -88,7 +88,11 @@ class BenchServeE2e : public ::testing::Test {
       kill(server_, SIGTERM);
       int status = 0;
       waitpid(server_, &status, 0);
-      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "kiln serve did not exit 0 on SIGTERM";
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        std::ifstream in(dir_ / "server.log");
+        const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        ADD_FAILURE() << "kiln serve did not exit 0 on SIGTERM (status " << status << "); its log:\n" << log;
+      }
     }
     if (!dir_.empty()) fs::remove_all(dir_);
   }
