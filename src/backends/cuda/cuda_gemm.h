@@ -41,11 +41,11 @@ Status launch_gemm(cublasHandle_t handle, ir::WeightFormat format, GemmActivatio
 // GEMMs), and that product: y [m, n] of fp16 or bf16 elements, no bias; scratch as launch_matmul's.
 // Half the bytes of an fp32 output, for a consumer that widens it as it reads (SwiGLU).
 bool gemm_16_out_supports(const CudaMatmulKernel& kernel);
+Status launch_gemm_16_out(const CudaMatmulKernel& kernel, cublasHandle_t handle, const float* x, int64_t m, int64_t k,
+                          const void* w, int64_t n, void* y, void* scratch, cudaStream_t stream);
 
 // The gemv kernel (cuda_gemv.h) behind a matrix-vector matmul kernel.
 GemvVariant gemv_variant_of(const CudaMatmulKernel& kernel);
-Status launch_gemm_16_out(const CudaMatmulKernel& kernel, cublasHandle_t handle, const float* x, int64_t m, int64_t k,
-                          const void* w, int64_t n, void* y, void* scratch, cudaStream_t stream);
 
 // Scratch bytes launch_matmul needs to run `kernel` over m rows against an [n, k] weight: the
 // activation conversion, and for the integer formats the widened weight before it.

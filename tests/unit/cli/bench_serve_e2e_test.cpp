@@ -36,10 +36,14 @@ int run(const std::string& args, std::string* out = nullptr) {
   return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128;
 }
 
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 // The port in the server's "ready on http://127.0.0.1:PORT" line, or 0 before it is written.
 int ready_port(const fs::path& server_log) {
-  std::ifstream in(server_log);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = read_text(server_log);
   const std::string mark = "ready on http://127.0.0.1:";
   const size_t at = text.find(mark);
   if (at == std::string::npos) return 0;
@@ -89,9 +93,8 @@ class BenchServeE2e : public ::testing::Test {
       int status = 0;
       waitpid(server_, &status, 0);
       if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        std::ifstream in(dir_ / "server.log");
-        const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        ADD_FAILURE() << "kiln serve did not exit 0 on SIGTERM (status " << status << "); its log:\n" << log;
+        ADD_FAILURE() << "kiln serve did not exit 0 on SIGTERM (status " << status << "); its log:\n"
+                      << read_text(dir_ / "server.log");
       }
     }
     if (!dir_.empty()) fs::remove_all(dir_);
