@@ -3,6 +3,7 @@
 #include <cfloat>
 
 #include "backends/cuda/cuda_kv.cuh"
+#include "backends/cuda/cuda_launch.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -21,6 +22,7 @@ __device__ __forceinline__ int64_t slot_offset(const int32_t* table, int kp, int
 // One block per token: its k and v rows into the cache (of T elements).
 template <typename T>
 __global__ void kv_cache_store_kernel(const float* k, const float* v, int64_t kv_row, StepTokens tokens, PagedKv cache) {
+  kernel_prologue();
   const int64_t i = blockIdx.x;
   const int32_t* table = cache.tables + static_cast<int64_t>(tokens.token_seq[i]) * cache.table_stride;
   const int64_t dst = slot_offset(table, tokens.positions[i], cache.block_size, kv_row);
@@ -58,6 +60,7 @@ __device__ float block_sum(float v, float* scratch) {
 template <bool kVec, typename T>
 __global__ void __launch_bounds__(kThreads) attention_rows_kernel(const float* q, StepTokens tokens,
                                                                   AttentionShape shape, PagedKv cache, float* out) {
+  kernel_prologue();
   __shared__ __align__(16) float qs[kMaxHeadDim];
   __shared__ float scores[kChunk];
   __shared__ float scratch[kThreads / 32];
@@ -139,9 +142,10 @@ void launch_kv_cache_store(const float* k, const float* v, int64_t t, int64_t kv
                            cudaStream_t stream) {
   if (t <= 0) return;
   if (cache.bf16) {
-    kv_cache_store_kernel<__nv_bfloat16><<<static_cast<unsigned>(t), kThreads, 0, stream>>>(k, v, kv_row, tokens, cache);
+    launch(kv_cache_store_kernel<__nv_bfloat16>, static_cast<unsigned>(t), kThreads, 0, stream, k, v, kv_row, tokens,
+           cache);
   } else {
-    kv_cache_store_kernel<float><<<static_cast<unsigned>(t), kThreads, 0, stream>>>(k, v, kv_row, tokens, cache);
+    launch(kv_cache_store_kernel<float>, static_cast<unsigned>(t), kThreads, 0, stream, k, v, kv_row, tokens, cache);
   }
 }
 
@@ -152,14 +156,14 @@ void launch_attention_rows(const float* q, int64_t t, StepTokens tokens, const A
   const bool vec = shape.head_dim % 4 == 0;
   if (cache.bf16) {
     if (vec) {
-      attention_rows_kernel<true, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out);
+      launch(attention_rows_kernel<true, __nv_bfloat16>, grid, kThreads, 0, stream, q, tokens, shape, cache, out);
     } else {
-      attention_rows_kernel<false, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out);
+      launch(attention_rows_kernel<false, __nv_bfloat16>, grid, kThreads, 0, stream, q, tokens, shape, cache, out);
     }
   } else if (vec) {
-    attention_rows_kernel<true, float><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out);
+    launch(attention_rows_kernel<true, float>, grid, kThreads, 0, stream, q, tokens, shape, cache, out);
   } else {
-    attention_rows_kernel<false, float><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out);
+    launch(attention_rows_kernel<false, float>, grid, kThreads, 0, stream, q, tokens, shape, cache, out);
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_kv.cuh"
+#include "backends/cuda/cuda_launch.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -109,6 +110,7 @@ template <int kChunks, typename T>
 __global__ void __launch_bounds__(kThreads) attention_split_kernel(const float* q, StepTokens tokens,
                                                                    AttentionShape shape, PagedKv cache, float* out,
                                                                    float* partial) {
+  kernel_prologue();
   __shared__ __align__(16) float qs[kMaxHeadDim];
   __shared__ float scores[kChunk];
   __shared__ int64_t offsets[kChunk];
@@ -233,6 +235,7 @@ template <int D, typename T>
 __global__ void __launch_bounds__(kThreads) attention_split_grouped_kernel(const float* q, StepTokens tokens,
                                                                            AttentionShape shape, PagedKv cache,
                                                                            float* out, float* partial) {
+  kernel_prologue();
   constexpr int kLanes = D / 16;           // lanes sharing one key
   constexpr int kGroups = 32 / kLanes;     // keys a warp reads at once
   constexpr int kStep = kWarps * kGroups;  // keys the block reads at once
@@ -323,6 +326,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_grouped_kernel(const
 // One block per (query row, head): joins the splits' partials.
 __global__ void __launch_bounds__(kThreads) attention_combine_kernel(const float* partial, int splits,
                                                                      AttentionShape shape, float* out) {
+  kernel_prologue();
   const int64_t i = blockIdx.x;
   const int h = blockIdx.y, d_head = shape.head_dim;
   const int64_t stride = d_head + 2;
@@ -360,28 +364,31 @@ void launch_attention_split(const float* q, int64_t t, StepTokens tokens, const 
   const bool wide = d > 128;
   if (cache.bf16) {
     if (d == 128) {
-      attention_split_grouped_kernel<128, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out,
-                                                                                         records);
+      launch(attention_split_grouped_kernel<128, __nv_bfloat16>, grid, kThreads, 0, stream, q, tokens, shape, cache,
+             out, records);
     } else if (d == 64) {
-      attention_split_grouped_kernel<64, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out,
-                                                                                        records);
+      launch(attention_split_grouped_kernel<64, __nv_bfloat16>, grid, kThreads, 0, stream, q, tokens, shape, cache,
+             out, records);
     } else if (wide) {
-      attention_split_kernel<2, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
+      launch(attention_split_kernel<2, __nv_bfloat16>, grid, kThreads, 0, stream, q, tokens, shape, cache, out,
+             records);
     } else {
-      attention_split_kernel<1, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
+      launch(attention_split_kernel<1, __nv_bfloat16>, grid, kThreads, 0, stream, q, tokens, shape, cache, out,
+             records);
     }
   } else if (d == 128) {
-    attention_split_grouped_kernel<128, float><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
+    launch(attention_split_grouped_kernel<128, float>, grid, kThreads, 0, stream, q, tokens, shape, cache, out,
+           records);
   } else if (d == 64) {
-    attention_split_grouped_kernel<64, float><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
+    launch(attention_split_grouped_kernel<64, float>, grid, kThreads, 0, stream, q, tokens, shape, cache, out, records);
   } else if (wide) {
-    attention_split_kernel<2, float><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
+    launch(attention_split_kernel<2, float>, grid, kThreads, 0, stream, q, tokens, shape, cache, out, records);
   } else {
-    attention_split_kernel<1, float><<<grid, kThreads, 0, stream>>>(q, tokens, shape, cache, out, records);
+    launch(attention_split_kernel<1, float>, grid, kThreads, 0, stream, q, tokens, shape, cache, out, records);
   }
   if (splits > 1) {
     const dim3 heads(static_cast<unsigned>(t), static_cast<unsigned>(shape.num_heads));
-    attention_combine_kernel<<<heads, kThreads, 0, stream>>>(partial, splits, shape, out);
+    launch(attention_combine_kernel, heads, kThreads, 0, stream, partial, splits, shape, out);
   }
 }
 

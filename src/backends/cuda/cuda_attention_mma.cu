@@ -25,6 +25,7 @@
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kv.cuh"
+#include "backends/cuda/cuda_launch.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -109,6 +110,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const float* q, const AttentionTile* tiles,
                                                                  int num_tiles, StepTokens tokens,
                                                                  AttentionShape shape, PagedKv cache, float* out) {
+  kernel_prologue();
   using H = std::conditional_t<kDirect<T>, T, __half>;  // the operands' type
   using Op = Operand<H>;
   constexpr int kLd = D + kPad;
@@ -348,16 +350,20 @@ void launch_for(int d, dim3 grid, size_t bytes, cudaStream_t stream, const float
                 int num_tiles, StepTokens tokens, const AttentionShape& shape, PagedKv cache, float* out) {
   switch (d) {
     case 32:
-      attention_mma_kernel<T, 32><<<grid, kThreads, bytes, stream>>>(q, tiles, num_tiles, tokens, shape, cache, out);
+      launch(attention_mma_kernel<T, 32>, grid, kThreads, bytes, stream, q, tiles, num_tiles, tokens, shape, cache,
+             out);
       break;
     case 64:
-      attention_mma_kernel<T, 64><<<grid, kThreads, bytes, stream>>>(q, tiles, num_tiles, tokens, shape, cache, out);
+      launch(attention_mma_kernel<T, 64>, grid, kThreads, bytes, stream, q, tiles, num_tiles, tokens, shape, cache,
+             out);
       break;
     case 96:
-      attention_mma_kernel<T, 96><<<grid, kThreads, bytes, stream>>>(q, tiles, num_tiles, tokens, shape, cache, out);
+      launch(attention_mma_kernel<T, 96>, grid, kThreads, bytes, stream, q, tiles, num_tiles, tokens, shape, cache,
+             out);
       break;
     default:
-      attention_mma_kernel<T, 128><<<grid, kThreads, bytes, stream>>>(q, tiles, num_tiles, tokens, shape, cache, out);
+      launch(attention_mma_kernel<T, 128>, grid, kThreads, bytes, stream, q, tiles, num_tiles, tokens, shape, cache,
+             out);
       break;
   }
 }

@@ -8,6 +8,7 @@
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kv.cuh"
+#include "backends/cuda/cuda_launch.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -43,6 +44,7 @@ template <int kChunks, typename T>
 __global__ void __launch_bounds__(kThreads) attention_tiles_kernel(const float* q, const AttentionTile* tiles,
                                                                    StepTokens tokens, AttentionShape shape,
                                                                    PagedKv cache, float* out) {
+  kernel_prologue();
   extern __shared__ float4 smem4[];
   const int d_head = shape.head_dim, d4 = d_head / 4, k_stride = d_head + 4;
   float* qs = reinterpret_cast<float*>(smem4);
@@ -193,14 +195,16 @@ void launch_attention_tiles(const float* q, const AttentionTile* tiles, int64_t 
   const bool wide = shape.head_dim > 128;
   if (cache.bf16) {
     if (wide) {
-      attention_tiles_kernel<2, __nv_bfloat16><<<grid, kThreads, smem, stream>>>(q, tiles, tokens, shape, cache, out);
+      launch(attention_tiles_kernel<2, __nv_bfloat16>, grid, kThreads, smem, stream, q, tiles, tokens, shape, cache,
+             out);
     } else {
-      attention_tiles_kernel<1, __nv_bfloat16><<<grid, kThreads, smem, stream>>>(q, tiles, tokens, shape, cache, out);
+      launch(attention_tiles_kernel<1, __nv_bfloat16>, grid, kThreads, smem, stream, q, tiles, tokens, shape, cache,
+             out);
     }
   } else if (wide) {
-    attention_tiles_kernel<2, float><<<grid, kThreads, smem, stream>>>(q, tiles, tokens, shape, cache, out);
+    launch(attention_tiles_kernel<2, float>, grid, kThreads, smem, stream, q, tiles, tokens, shape, cache, out);
   } else {
-    attention_tiles_kernel<1, float><<<grid, kThreads, smem, stream>>>(q, tiles, tokens, shape, cache, out);
+    launch(attention_tiles_kernel<1, float>, grid, kThreads, smem, stream, q, tiles, tokens, shape, cache, out);
   }
 }
 

@@ -50,6 +50,8 @@ class CudaBackend final : public runtime::Backend {
 
   const CudaDeviceInfo& device() const;
   // Decode steps run from captured CUDA graphs (default on; KILN_CUDA_GRAPHS=0 turns it off).
+  // Kernels launch as programmatic dependent launches (cuda_launch.cuh; KILN_CUDA_PDL=0 turns
+  // that off), in graphs and eager steps alike.
   void set_graphs_enabled(bool enabled);
   int64_t graphs_captured() const;
   int64_t graph_replays() const;

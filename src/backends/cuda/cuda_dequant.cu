@@ -2,6 +2,7 @@
 
 #include <cuda_fp16.h>
 
+#include "backends/cuda/cuda_launch.cuh"
 #include "backends/cuda/cuda_quant.cuh"
 
 namespace kiln::cuda {
@@ -36,6 +37,7 @@ __device__ __forceinline__ void store16(__half* p, const float* v) {
 // One thread per chunk of 16 payload bytes (cuda_quant.cuh).
 template <F Fmt, typename T>
 __global__ void dequantize_kernel(const uint8_t* w, int64_t n, int64_t k, size_t row_bytes, T* out) {
+  kernel_prologue();
   using Q = QuantFormat<Fmt>;
   const int64_t per_row = quant_chunks_per_row<Fmt>(k);
   const int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x;
@@ -62,6 +64,7 @@ __global__ void dequantize_kernel(const uint8_t* w, int64_t n, int64_t k, size_t
 
 template <typename T>
 __global__ void dequantize_scalar_kernel(F format, const uint8_t* w, int64_t n, int64_t k, size_t row_bytes, T* out) {
+  kernel_prologue();
   const int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x;
   if (i >= n * k) return;
   store(out + i, quant_element(format, w, row_bytes, k, i / k, i % k));
@@ -73,11 +76,11 @@ template <F Fmt, typename T>
 void launch_typed(const uint8_t* w, int64_t n, int64_t k, T* out, cudaStream_t stream) {
   const size_t row_bytes = ir::weight_format_row_bytes(Fmt, k);
   if (reinterpret_cast<uintptr_t>(w) % 4 != 0 || !quant_vector_fits<Fmt>(k)) {
-    dequantize_scalar_kernel<T><<<blocks_for(n * k), kThreads, 0, stream>>>(Fmt, w, n, k, row_bytes, out);
+    launch(dequantize_scalar_kernel<T>, blocks_for(n * k), kThreads, 0, stream, Fmt, w, n, k, row_bytes, out);
     return;
   }
-  dequantize_kernel<Fmt, T><<<blocks_for(n * quant_chunks_per_row<Fmt>(k)), kThreads, 0, stream>>>(w, n, k, row_bytes,
-                                                                                                    out);
+  launch(dequantize_kernel<Fmt, T>, blocks_for(n * quant_chunks_per_row<Fmt>(k)), kThreads, 0, stream, w, n, k,
+         row_bytes, out);
 }
 
 template <typename T>

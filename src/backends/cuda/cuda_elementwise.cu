@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "backends/cuda/cuda_launch.cuh"
+
 namespace kiln::cuda {
 namespace {
 
@@ -21,6 +23,7 @@ __device__ __forceinline__ float silu_f(float v) { return v / (1.0f + expf(-v));
 // op 0: a + b, op 1: a * b.
 template <int kOp>
 __global__ void binary_kernel(const float* a, const float* b, int64_t n, float* y) {
+  kernel_prologue();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     y[i] = kOp == 0 ? a[i] + b[i] : a[i] * b[i];
   }
@@ -29,6 +32,7 @@ __global__ void binary_kernel(const float* a, const float* b, int64_t n, float* 
 // op 0: silu, op 1: gelu_tanh.
 template <int kOp>
 __global__ void activation_kernel(const float* x, int64_t n, float* y) {
+  kernel_prologue();
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   constexpr float kCubic = 0.044715f;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
@@ -44,6 +48,7 @@ __global__ void activation_kernel(const float* x, int64_t n, float* y) {
 
 // x: [m, 2 * inter], y: [m, inter].
 __global__ void silu_mul_kernel(const float* x, int64_t m, int64_t inter, float* y) {
+  kernel_prologue();
   const int64_t n = m * inter;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / inter, c = i - r * inter;
@@ -70,6 +75,7 @@ __device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
 // dimension (no division per element), over float or 16-bit [gate | up] rows.
 template <typename T>
 __global__ void silu_mul4_kernel(const T* x, int64_t m, int64_t inter, float* y) {
+  kernel_prologue();
   const int64_t c = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 4;
   if (c >= inter) return;
   for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
@@ -88,6 +94,7 @@ dim3 silu_mul4_grid(int64_t m, int64_t inter) {
 
 // x: [m, width]; every element goes to the output whose column range holds it.
 __global__ void split_kernel(const float* x, int64_t m, int64_t width, SplitOutputs outs) {
+  kernel_prologue();
   const int64_t n = m * width;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / width;
@@ -100,6 +107,7 @@ __global__ void split_kernel(const float* x, int64_t m, int64_t width, SplitOutp
 
 // y: [m, n] += bias[n].
 __global__ void add_bias_kernel(float* y, int64_t m, int64_t n, const float* bias) {
+  kernel_prologue();
   const int64_t total = m * n;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
     y[i] += bias[i % n];
@@ -109,46 +117,47 @@ __global__ void add_bias_kernel(float* y, int64_t m, int64_t n, const float* bia
 }  // namespace
 
 void launch_add(const float* a, const float* b, int64_t n, float* y, cudaStream_t stream) {
-  if (n > 0) binary_kernel<0><<<blocks_for(n), kThreads, 0, stream>>>(a, b, n, y);
+  if (n > 0) launch(binary_kernel<0>, blocks_for(n), kThreads, 0, stream, a, b, n, y);
 }
 
 void launch_mul(const float* a, const float* b, int64_t n, float* y, cudaStream_t stream) {
-  if (n > 0) binary_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(a, b, n, y);
+  if (n > 0) launch(binary_kernel<1>, blocks_for(n), kThreads, 0, stream, a, b, n, y);
 }
 
 void launch_silu(const float* x, int64_t n, float* y, cudaStream_t stream) {
-  if (n > 0) activation_kernel<0><<<blocks_for(n), kThreads, 0, stream>>>(x, n, y);
+  if (n > 0) launch(activation_kernel<0>, blocks_for(n), kThreads, 0, stream, x, n, y);
 }
 
 void launch_gelu_tanh(const float* x, int64_t n, float* y, cudaStream_t stream) {
-  if (n > 0) activation_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(x, n, y);
+  if (n > 0) launch(activation_kernel<1>, blocks_for(n), kThreads, 0, stream, x, n, y);
 }
 
 void launch_silu_mul(const float* x, int64_t m, int64_t inter, float* y, cudaStream_t stream) {
   if (m * inter <= 0) return;
   if (inter % 4 == 0) {
-    silu_mul4_kernel<<<silu_mul4_grid(m, inter), kThreads, 0, stream>>>(x, m, inter, y);
+    launch(silu_mul4_kernel<float>, silu_mul4_grid(m, inter), kThreads, 0, stream, x, m, inter, y);
   } else {
-    silu_mul_kernel<<<blocks_for(m * inter), kThreads, 0, stream>>>(x, m, inter, y);
+    launch(silu_mul_kernel, blocks_for(m * inter), kThreads, 0, stream, x, m, inter, y);
   }
 }
 
 void launch_silu_mul_16(const void* x, bool bf16, int64_t m, int64_t inter, float* y, cudaStream_t stream) {
   if (m * inter <= 0) return;
   if (bf16) {
-    silu_mul4_kernel<<<silu_mul4_grid(m, inter), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), m,
-                                                                         inter, y);
+    launch(silu_mul4_kernel<__nv_bfloat16>, silu_mul4_grid(m, inter), kThreads, 0, stream,
+           static_cast<const __nv_bfloat16*>(x), m, inter, y);
   } else {
-    silu_mul4_kernel<<<silu_mul4_grid(m, inter), kThreads, 0, stream>>>(static_cast<const __half*>(x), m, inter, y);
+    launch(silu_mul4_kernel<__half>, silu_mul4_grid(m, inter), kThreads, 0, stream, static_cast<const __half*>(x), m,
+           inter, y);
   }
 }
 
 void launch_split(const float* x, int64_t m, int64_t width, const SplitOutputs& outputs, cudaStream_t stream) {
-  if (m * width > 0) split_kernel<<<blocks_for(m * width), kThreads, 0, stream>>>(x, m, width, outputs);
+  if (m * width > 0) launch(split_kernel, blocks_for(m * width), kThreads, 0, stream, x, m, width, outputs);
 }
 
 void launch_add_bias(float* y, int64_t m, int64_t n, const float* bias, cudaStream_t stream) {
-  if (m * n > 0) add_bias_kernel<<<blocks_for(m * n), kThreads, 0, stream>>>(y, m, n, bias);
+  if (m * n > 0) launch(add_bias_kernel, blocks_for(m * n), kThreads, 0, stream, y, m, n, bias);
 }
 
 }  // namespace kiln::cuda

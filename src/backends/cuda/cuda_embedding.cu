@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "backends/cuda/cuda_launch.cuh"
 #include "backends/cuda/cuda_quant.cuh"
 
 namespace kiln::cuda {
@@ -17,6 +18,7 @@ __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162f
 // One block per token: table: [vocab, hidden] of T, y: [t, hidden].
 template <typename T>
 __global__ void embedding_kernel(const T* table, int64_t hidden, const int32_t* ids, float* y) {
+  kernel_prologue();
   const T* row = table + static_cast<int64_t>(ids[blockIdx.x]) * hidden;
   float* out = y + blockIdx.x * hidden;
   for (int64_t j = threadIdx.x; j < hidden; j += kThreads) out[j] = to_float(row[j]);
@@ -25,6 +27,7 @@ __global__ void embedding_kernel(const T* table, int64_t hidden, const int32_t* 
 // The same for a table in an integer row format (cuda_quant.cuh), widened element by element.
 __global__ void embedding_quant_kernel(ir::WeightFormat format, const uint8_t* table, size_t row_bytes, int64_t hidden,
                                        const int32_t* ids, float* y) {
+  kernel_prologue();
   const int64_t r = ids[blockIdx.x];
   float* out = y + blockIdx.x * hidden;
   for (int64_t j = threadIdx.x; j < hidden; j += kThreads) out[j] = quant_element(format, table, row_bytes, hidden, r, j);
@@ -32,6 +35,7 @@ __global__ void embedding_quant_kernel(ir::WeightFormat format, const uint8_t* t
 
 // One block per gathered row.
 __global__ void gather_rows_kernel(const float* x, int64_t cols, const int32_t* rows, float* y) {
+  kernel_prologue();
   const float* src = x + static_cast<int64_t>(rows[blockIdx.x]) * cols;
   float* dst = y + blockIdx.x * cols;
   for (int64_t j = threadIdx.x; j < cols; j += kThreads) dst[j] = src[j];
@@ -53,25 +57,26 @@ void launch_embedding(const void* table, ir::WeightFormat format, int64_t hidden
   if (t <= 0) return;
   const auto blocks = static_cast<unsigned>(t);
   if (is_quantized_row_format(format)) {
-    embedding_quant_kernel<<<blocks, kThreads, 0, stream>>>(format, static_cast<const uint8_t*>(table),
-                                                            ir::weight_format_row_bytes(format, hidden), hidden, ids, y);
+    launch(embedding_quant_kernel, blocks, kThreads, 0, stream, format, static_cast<const uint8_t*>(table),
+           ir::weight_format_row_bytes(format, hidden), hidden, ids, y);
     return;
   }
   switch (format) {
     case ir::WeightFormat::kF16:
-      embedding_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(table), hidden, ids, y);
+      launch(embedding_kernel<__half>, blocks, kThreads, 0, stream, static_cast<const __half*>(table), hidden, ids, y);
       break;
     case ir::WeightFormat::kBF16:
-      embedding_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(table), hidden, ids, y);
+      launch(embedding_kernel<__nv_bfloat16>, blocks, kThreads, 0, stream, static_cast<const __nv_bfloat16*>(table),
+             hidden, ids, y);
       break;
     default:
-      embedding_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(table), hidden, ids, y);
+      launch(embedding_kernel<float>, blocks, kThreads, 0, stream, static_cast<const float*>(table), hidden, ids, y);
       break;
   }
 }
 
 void launch_gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t r, float* y, cudaStream_t stream) {
-  if (r > 0) gather_rows_kernel<<<static_cast<unsigned>(r), kThreads, 0, stream>>>(x, cols, rows, y);
+  if (r > 0) launch(gather_rows_kernel, static_cast<unsigned>(r), kThreads, 0, stream, x, cols, rows, y);
 }
 
 }  // namespace kiln::cuda

@@ -11,6 +11,7 @@
 #include "backends/cuda/cuda_dequant.h"
 #include "backends/cuda/cuda_elementwise.h"
 #include "backends/cuda/cuda_gemv.h"
+#include "backends/cuda/cuda_launch.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -26,6 +27,7 @@ __device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162floa
 // earlier ones left over.
 template <typename T, int kParts>
 __global__ void split_activations_kernel(const float* x, int64_t n, T* parts) {
+  kernel_prologue();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     float rest = x[i];
 #pragma unroll
@@ -70,9 +72,9 @@ void launch_split(const float* x, int64_t n, int parts, void* out, cudaStream_t 
   const int64_t b = (n + kThreads - 1) / kThreads;
   const auto blocks = static_cast<unsigned>(b < 65535 * 8 ? b : 65535 * 8);
   T* o = static_cast<T*>(out);
-  if (parts == 1) split_activations_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(x, n, o);
-  if (parts == 2) split_activations_kernel<T, 2><<<blocks, kThreads, 0, stream>>>(x, n, o);
-  if (parts == 3) split_activations_kernel<T, 3><<<blocks, kThreads, 0, stream>>>(x, n, o);
+  if (parts == 1) launch(split_activations_kernel<T, 1>, blocks, kThreads, 0, stream, x, n, o);
+  if (parts == 2) launch(split_activations_kernel<T, 2>, blocks, kThreads, 0, stream, x, n, o);
+  if (parts == 3) launch(split_activations_kernel<T, 3>, blocks, kThreads, 0, stream, x, n, o);
 }
 
 // The f16 / bf16 products: x split into `parts` of the weights' type (scratch), then one GEMM a

@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_gemv.h"
 
 #include "backends/cuda/cuda_gemv_quant.h"
+#include "backends/cuda/cuda_launch.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -89,10 +90,12 @@ __device__ __forceinline__ float silu_f(float v) { return v / (1.0f + expf(-v));
 // One warp per output column. k is a multiple of the elements per 16-byte load and both x and
 // w are 16-byte aligned. U: 16-byte weight loads in flight per lane and weight row. kGlu: the
 // column reads two weight rows, `row` (gate) and `row + n` (up), and writes silu(gate) * up: y
-// is [m, n] with w [2n, k] and bias [2n].
+// is [m, n] with w [2n, k] and bias [2n]. Launched behind another kernel (cuda_launch.cuh), it
+// lets the next kernel launch once its warps have read all their weights.
 template <typename T, int M, int U, bool kGlu>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const float* x, int64_t k, const T* w, int64_t n,
                                                         const float* bias, float* y) {
+  wait_for_prior_kernels();
   using W = Weights<T>;
   constexpr int E = W::kPerLoad;
   constexpr int R = kGlu ? 2 : 1;  // weight rows per column
@@ -130,6 +133,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const float* x, int64_t 
       fma_rows<M, E>(wf, x, k, v * E, acc[j]);
     }
   }
+  allow_next_kernel();
 #pragma unroll
   for (int r = 0; r < M; ++r) {
     float s[R];
@@ -148,6 +152,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const float* x, int64_t 
 template <typename T, bool kGlu>
 __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(const float* x, int m, int64_t k, const T* w,
                                                                int64_t n, const float* bias, float* y) {
+  kernel_prologue();
   using W = Weights<T>;
   constexpr int R = kGlu ? 2 : 1;
   constexpr int kRows = static_cast<int>(kGemvMaxRows) - 1;
@@ -182,7 +187,7 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(const float* x, i
 template <typename T, int M, int U, bool kGlu>
 void launch_vec(const float* x, int64_t k, const T* w, int64_t n, const float* bias, float* y, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
-  gemv_kernel<T, M, U, kGlu><<<blocks, kThreads, 0, stream>>>(x, k, w, n, bias, y);
+  launch(gemv_kernel<T, M, U, kGlu>, blocks, kThreads, 0, stream, x, k, w, n, bias, y);
 }
 
 // kDeep: the deep kernel, instantiated for single-row steps of half-precision weights (batch-1
@@ -194,7 +199,7 @@ void launch_typed(const float* x, int64_t m, int64_t k, const void* w, int64_t n
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   if (!aligned || k % Weights<T>::kPerLoad != 0) {
     const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
-    gemv_scalar_kernel<T, kGlu><<<blocks, kThreads, 0, stream>>>(x, static_cast<int>(m), k, wt, n, bias, y);
+    launch(gemv_scalar_kernel<T, kGlu>, blocks, kThreads, 0, stream, x, static_cast<int>(m), k, wt, n, bias, y);
     return;
   }
   switch (m) {

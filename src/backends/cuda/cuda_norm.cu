@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "backends/cuda/cuda_launch.cuh"
+
 namespace kiln::cuda {
 namespace {
 
@@ -21,6 +23,7 @@ __device__ double block_sum(double v, double* scratch) {
 
 // One block per row; x, y: [m, h].
 __global__ void rms_norm_kernel(const float* x, int64_t h, const float* weight, float eps, float* y) {
+  kernel_prologue();
   __shared__ double scratch[kThreads / 32];
   const float* row = x + blockIdx.x * h;
   float* out = y + blockIdx.x * h;
@@ -33,6 +36,7 @@ __global__ void rms_norm_kernel(const float* x, int64_t h, const float* weight, 
 
 __global__ void layer_norm_kernel(const float* x, int64_t h, const float* weight, const float* bias, float eps,
                                   float* y) {
+  kernel_prologue();
   __shared__ double scratch[kThreads / 32];
   const float* row = x + blockIdx.x * h;
   float* out = y + blockIdx.x * h;
@@ -53,6 +57,7 @@ __global__ void layer_norm_kernel(const float* x, int64_t h, const float* weight
 
 __global__ void add_rms_norm_kernel(const float* a, const float* b, int64_t h, const float* weight, float eps,
                                     float* sum, float* y) {
+  kernel_prologue();
   __shared__ double scratch[kThreads / 32];
   const int64_t row = blockIdx.x * h;
   double s = 0.0;
@@ -76,6 +81,7 @@ template <int kVecs, bool kAdd>
 __global__ void __launch_bounds__(kThreads) rms_norm_rows_kernel(const float4* a, const float4* b, int64_t h4,
                                                                  const float4* weight, float eps, float4* sum,
                                                                  float4* y) {
+  kernel_prologue();
   __shared__ double scratch[kThreads / 32];
   const int64_t row = blockIdx.x * h4;
   float4 v[kVecs], w[kVecs];
@@ -130,13 +136,13 @@ bool launch_rows(const float* a, const float* b, int64_t m, int64_t h, const flo
   auto* y4 = reinterpret_cast<float4*>(y);
   const auto grid = static_cast<unsigned>(m);
   if (vecs <= 1) {
-    rms_norm_rows_kernel<1, kAdd><<<grid, kThreads, 0, stream>>>(a4, b4, h4, w4, eps, s4, y4);
+    launch(rms_norm_rows_kernel<1, kAdd>, grid, kThreads, 0, stream, a4, b4, h4, w4, eps, s4, y4);
   } else if (vecs <= 2) {
-    rms_norm_rows_kernel<2, kAdd><<<grid, kThreads, 0, stream>>>(a4, b4, h4, w4, eps, s4, y4);
+    launch(rms_norm_rows_kernel<2, kAdd>, grid, kThreads, 0, stream, a4, b4, h4, w4, eps, s4, y4);
   } else if (vecs <= 4) {
-    rms_norm_rows_kernel<4, kAdd><<<grid, kThreads, 0, stream>>>(a4, b4, h4, w4, eps, s4, y4);
+    launch(rms_norm_rows_kernel<4, kAdd>, grid, kThreads, 0, stream, a4, b4, h4, w4, eps, s4, y4);
   } else if (vecs <= 8) {
-    rms_norm_rows_kernel<8, kAdd><<<grid, kThreads, 0, stream>>>(a4, b4, h4, w4, eps, s4, y4);
+    launch(rms_norm_rows_kernel<8, kAdd>, grid, kThreads, 0, stream, a4, b4, h4, w4, eps, s4, y4);
   } else {
     return false;
   }
@@ -148,18 +154,18 @@ bool launch_rows(const float* a, const float* b, int64_t m, int64_t h, const flo
 void launch_add_rms_norm(const float* a, const float* b, int64_t m, int64_t h, const float* weight, float eps,
                          float* sum, float* y, cudaStream_t stream) {
   if (m <= 0 || launch_rows<true>(a, b, m, h, weight, eps, sum, y, stream)) return;
-  add_rms_norm_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(a, b, h, weight, eps, sum, y);
+  launch(add_rms_norm_kernel, static_cast<unsigned>(m), kThreads, 0, stream, a, b, h, weight, eps, sum, y);
 }
 
 void launch_rms_norm(const float* x, int64_t m, int64_t h, const float* weight, float eps, float* y,
                      cudaStream_t stream) {
   if (m <= 0 || launch_rows<false>(x, nullptr, m, h, weight, eps, nullptr, y, stream)) return;
-  rms_norm_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, h, weight, eps, y);
+  launch(rms_norm_kernel, static_cast<unsigned>(m), kThreads, 0, stream, x, h, weight, eps, y);
 }
 
 void launch_layer_norm(const float* x, int64_t m, int64_t h, const float* weight, const float* bias, float eps,
                        float* y, cudaStream_t stream) {
-  if (m > 0) layer_norm_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, h, weight, bias, eps, y);
+  if (m > 0) launch(layer_norm_kernel, static_cast<unsigned>(m), kThreads, 0, stream, x, h, weight, bias, eps, y);
 }
 
 }  // namespace kiln::cuda

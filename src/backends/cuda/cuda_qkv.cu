@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/cuda/cuda_kv.cuh"
+#include "backends/cuda/cuda_launch.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -22,6 +23,7 @@ __global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* _
                                                                   const int32_t* token_seq, float* __restrict__ q,
                                                                   float* __restrict__ k, float* __restrict__ v,
                                                                   PagedKv cache) {
+  kernel_prologue();
   __shared__ float cos_sin[2 * kMaxHalf];
   const int64_t i = blockIdx.x;
   const int d_head = shape.head_dim, half = shape.rotary_dim / 2, pairs = d_head / 2;
@@ -106,10 +108,11 @@ void launch_qkv_rope_store(const float* qkv, int64_t t, const QkvShape& shape, S
   const int64_t blocks_per_token = std::clamp<int64_t>(kTargetBlocks / t, 1, groups);
   const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>(blocks_per_token));
   if (cache.bf16) {
-    qkv_rope_store_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(qkv, shape, tokens, inv_freq, token_seq, q, k,
-                                                                         v, cache);
+    launch(qkv_rope_store_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, qkv, shape, tokens, inv_freq, token_seq,
+           q, k, v, cache);
   } else {
-    qkv_rope_store_kernel<float><<<grid, kThreads, 0, stream>>>(qkv, shape, tokens, inv_freq, token_seq, q, k, v, cache);
+    launch(qkv_rope_store_kernel<float>, grid, kThreads, 0, stream, qkv, shape, tokens, inv_freq, token_seq, q, k, v,
+           cache);
   }
 }
 

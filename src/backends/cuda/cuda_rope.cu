@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_rope.h"
 
+#include "backends/cuda/cuda_launch.cuh"
+
 namespace kiln::cuda {
 namespace {
 
@@ -34,6 +36,7 @@ __device__ void rotate_token(const float* x, float* y, int64_t i, int64_t num_he
 // evaluated once into shared memory ([2, half]) and applied to every head of both tensors.
 __global__ void rope_kernel(RopeTensor a, RopeTensor b, int64_t head_dim, int64_t rotary_dim,
                             const int32_t* positions, const float* inv_freq, const int32_t* token_seq) {
+  kernel_prologue();
   extern __shared__ float cos_sin[];
   const int64_t i = blockIdx.x;
   const int64_t half = rotary_dim / 2;
@@ -56,8 +59,8 @@ void launch_rope_pair(RopeTensor a, RopeTensor b, int64_t t, int64_t head_dim, i
                       const int32_t* positions, const float* inv_freq, const int32_t* token_seq, cudaStream_t stream) {
   if (t <= 0) return;
   const size_t smem = static_cast<size_t>(rotary_dim) * sizeof(float);
-  rope_kernel<<<static_cast<unsigned>(t), kThreads, smem, stream>>>(a, b, head_dim, rotary_dim, positions, inv_freq,
-                                                                    token_seq);
+  launch(rope_kernel, static_cast<unsigned>(t), kThreads, smem, stream, a, b, head_dim, rotary_dim, positions,
+         inv_freq, token_seq);
 }
 
 void launch_rope(const float* x, int64_t t, int64_t num_heads, int64_t head_dim, int64_t rotary_dim,

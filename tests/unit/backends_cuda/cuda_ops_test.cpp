@@ -73,6 +73,32 @@ TEST(CudaElementwise, MatchesCpu) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
+// Kernels launch while the kernel before them still runs (cuda_launch.cuh): each must wait for
+// its predecessor's writes. A chain of 64 rounds of v = I * (v + 1), the identity product a GEMV
+// of 512 blocks and the add four blocks, on a non-blocking stream with no synchronisation
+// between launches, ends at v + 64 exactly only if every kernel read what the one before wrote.
+TEST(CudaLaunch, DependentKernelsReadTheirPredecessorsWrites) {
+  KILN_REQUIRE_GPU();
+  constexpr int64_t n = 4096;
+  constexpr int kRounds = 64;
+  std::vector<float> identity(static_cast<size_t>(n * n), 0.0f);
+  for (int64_t i = 0; i < n; ++i) identity[static_cast<size_t>(i * n + i)] = 1.0f;
+  std::vector<float> v0(static_cast<size_t>(n));
+  std::iota(v0.begin(), v0.end(), 0.0f);
+  DeviceArray<float> w(identity), v(v0), u(static_cast<size_t>(n));
+  DeviceArray<float> ones(std::vector<float>(static_cast<size_t>(n), 1.0f));
+  cudaStream_t stream = nullptr;
+  KILN_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int r = 0; r < kRounds; ++r) {
+    launch_add(v.get(), ones.get(), n, u.get(), stream);
+    launch_gemv(ir::WeightFormat::kF32, u.get(), 1, n, w.get(), n, nullptr, v.get(), stream);
+  }
+  KILN_CUDA_OK(cudaStreamSynchronize(stream));
+  KILN_CUDA_OK(cudaStreamDestroy(stream));
+  const std::vector<float> got = v.download();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[static_cast<size_t>(i)], v0[static_cast<size_t>(i)] + kRounds) << i;
+}
+
 TEST(CudaElementwise, SplitAndBias) {
   KILN_REQUIRE_GPU();
   const int64_t m = 5, sizes[3] = {83, 7, 20}, width = 110;
