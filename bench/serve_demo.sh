@@ -3,7 +3,7 @@
 # concurrency 1, 16 and 64 with the same random prompts (128 tokens in, 128 out), then the
 # engine's own time against its model-step time from /metrics, and the CPU time of the server's
 # network threads (HTTP, JSON, SSE; named kiln-http) against the same.
-# Usage: [SERVE_ARGS="--kv-cache-dtype bf16"] bench/serve_demo.sh [THREADS]
+# Usage: [SERVE_ARGS="--kv-cache-dtype fp32"] bench/serve_demo.sh [THREADS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kiln=build/release/kiln

@@ -41,7 +41,7 @@ struct BenchArgs {
   bool offline = false;
   int64_t batch = 1;
   double kv_cache_gib = 0.0;  // --offline: KV pool size; 0 = the serving engine's default
-  std::string kv_cache_dtype = "fp32";
+  std::string kv_cache_dtype = "auto";
 };
 
 double median(std::vector<double> v) {
@@ -130,7 +130,7 @@ Status run_requests(llm::ServingEngine& engine, const std::vector<std::vector<in
   return Status::ok();
 }
 
-int run_offline_bench(const BenchArgs& a, runtime::KvCacheDtype kv_dtype) {
+int run_offline_bench(const BenchArgs& a, std::optional<runtime::KvCacheDtype> kv_dtype) {
   if (a.prompt < 1 || a.decode < 1 || a.batch < 1) return fail(invalid_argument("--prompt, --decode, --batch must be >= 1"));
   auto session = open_session(a.engine, a.threads, 1);
   if (!session) return fail(session.status());
@@ -144,7 +144,7 @@ int run_offline_bench(const BenchArgs& a, runtime::KvCacheDtype kv_dtype) {
   llm::ServingOptions options;
   options.max_num_seqs = a.batch;
   options.kv_cache_bytes = static_cast<uint64_t>(a.kv_cache_gib * 1073741824.0);
-  options.kv_cache_dtype = kv_dtype;
+  options.kv_cache_dtype = kv_dtype.value_or(session->model->native_kv_cache_dtype());
   options.on_engine_thread_start = [threads = a.threads] { cpu::cpu_set_threads(threads); };
   auto engine = llm::ServingEngine::create(*session->executor, **tokenizer, {}, options);
   if (!engine) return fail(engine.status());
@@ -193,7 +193,7 @@ int run_offline_bench(const BenchArgs& a, runtime::KvCacheDtype kv_dtype) {
 
 int run_bench(const BenchArgs& a) {
   if (a.engine.empty()) return fail(invalid_argument("an engine file is required: kiln bench ENGINE (or kiln bench serve --url URL)"));
-  auto kv_dtype = runtime::parse_kv_cache_dtype(a.kv_cache_dtype);
+  auto kv_dtype = runtime::parse_kv_cache_dtype_choice(a.kv_cache_dtype);
   if (!kv_dtype) return fail(kv_dtype.status().with_context("--kv-cache-dtype"));
   if (a.offline) return run_offline_bench(a, *kv_dtype);
   if (a.prompt < 1 || a.decode < 1 || a.repeat < 1) return fail(invalid_argument("--prompt, --decode, --repeat must be >= 1"));
@@ -213,7 +213,7 @@ int run_bench(const BenchArgs& a) {
               session->model->file().header().build_options.c_str());
   const bool gpu = session->model->file().header().target.rfind("cuda-", 0) == 0;
   std::printf("device   %s\n", session->device.c_str());
-  std::printf("kv cache %s\n", std::string(runtime::kv_cache_dtype_name(*kv_dtype)).c_str());
+  std::printf("kv cache %s\n", std::string(runtime::kv_cache_dtype_name(session->cache->spec().dtype)).c_str());
   // Memory bandwidth on a shared machine moves from second to second: it is probed before and
   // after the runs (the best pass of either), so the limit is never one unlucky moment.
   const double bw_before = measure_bandwidth(gpu);
@@ -264,7 +264,7 @@ CommandFn add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
   cmd->add_flag("--offline", args->offline, "serve --batch requests through the serving engine (no HTTP)");
   cmd->add_option("--batch", args->batch, "requests submitted at once (--offline)")->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV cache element, fp32 or bf16 (half the bytes)")
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV cache element: auto (bf16 for a bf16 engine, else fp32), fp32, or bf16 (half the bytes)")
       ->capture_default_str();
   cmd->add_option("--kv-cache-gib", args->kv_cache_gib,
                   "KV pool in GiB (--offline; default: the serving engine's, at most 1 GiB)");

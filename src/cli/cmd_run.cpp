@@ -15,7 +15,7 @@ namespace {
 
 struct RunArgs {
   std::string engine, prompt, system, chat_template;
-  std::string kv_cache_dtype = "fp32";
+  std::string kv_cache_dtype = "auto";
   bool chat = false, no_stats = false;
   int threads = 0;
   int32_t max_tokens = 256;
@@ -34,7 +34,7 @@ struct Loaded {
 
 Expected<Loaded> load(const RunArgs& a) {
   Loaded l;
-  auto kv_dtype = runtime::parse_kv_cache_dtype(a.kv_cache_dtype);
+  auto kv_dtype = runtime::parse_kv_cache_dtype_choice(a.kv_cache_dtype);
   if (!kv_dtype) return kv_dtype.status().with_context("--kv-cache-dtype");
   KILN_ASSIGN_OR_RETURN(l.session, open_session(a.engine, a.threads, INT64_MAX, *kv_dtype));
   l.files = l.session.model->files();
@@ -165,7 +165,7 @@ CommandFn add_run_command(CLI::App& app) {
   cmd->add_option("--stop", args->stop, "stop string (repeatable)");
   cmd->add_flag("--no-stats", args->no_stats, "do not print timing at the end");
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
-  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV cache element, fp32 or bf16 (half the memory)")
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV cache element: auto (bf16 for a bf16 engine, else fp32), fp32, or bf16 (half the memory)")
       ->capture_default_str();
   return [args] {
     if (!args->chat && args->prompt.empty()) return fail(invalid_argument("give a prompt with -p, or --chat"));

@@ -39,7 +39,7 @@ namespace fs = std::filesystem;
 
 struct ServeArgs {
   std::string engine, host = "127.0.0.1", api_key, api_key_file, served_model_name, kv_cache_memory, chat_template;
-  std::string kv_cache_dtype = "fp32";
+  std::string kv_cache_dtype = "auto";
   std::string model_repository, engine_cache_dir;
   int grpc_port = 8001;
   int port = 8000, threads = 0;
@@ -224,9 +224,8 @@ int run_serve(ServeArgs a) {
     if (!bytes) return fail(bytes.status());
     options.kv_cache_bytes = *bytes;
   }
-  auto kv_dtype = runtime::parse_kv_cache_dtype(a.kv_cache_dtype);
+  auto kv_dtype = runtime::parse_kv_cache_dtype_choice(a.kv_cache_dtype);
   if (!kv_dtype) return fail(kv_dtype.status().with_context("--kv-cache-dtype"));
-  options.kv_cache_dtype = *kv_dtype;
   std::optional<std::string> chat_template;
   if (!a.chat_template.empty()) {
     auto text = read_text_file(a.chat_template, "--chat-template");
@@ -245,6 +244,7 @@ int run_serve(ServeArgs a) {
   if (!session) return fail(session.status());
   std::unique_ptr<runtime::LoadedModel>* model = &session->model;
   std::unique_ptr<runtime::Executor>* executor = &session->executor;
+  options.kv_cache_dtype = kv_dtype->value_or((*model)->native_kv_cache_dtype());
   if (a.gpu_memory_fraction != 0.0) {
     auto bytes = gpu_kv_cache_bytes(**model, a.gpu_memory_fraction, !a.kv_cache_memory.empty());
     if (!bytes) return fail(bytes.status());
@@ -315,7 +315,9 @@ CommandFn add_serve_command(CLI::App& app) {
                   "cuda engines: the share of the GPU's memory kiln may hold; the KV cache takes what the weights "
                   "and activations leave of it (e.g. 0.9)");
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
-                  "KV cache element: fp32, or bf16 (half the memory and the bytes attention reads)")->capture_default_str();
+                  "KV cache element: auto (bf16 for a bf16 engine, else fp32), fp32, or bf16 (half the memory and the "
+                  "bytes attention reads)")
+      ->capture_default_str();
   cmd->add_option("--kv-cache-memory", args->kv_cache_memory, "KV cache size, e.g. 512MiB (default: enough for max-num-seqs full sequences, at most 1 GiB)");
   cmd->add_option("--max-queue", args->max_queue, "waiting requests at most; more get 429")->capture_default_str();
   cmd->add_option("--threads", args->threads, "compute threads (default: all cores)");

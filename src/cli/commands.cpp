@@ -35,7 +35,7 @@ Expected<std::vector<int32_t>> parse_id_list(const std::string& text) {
 }
 
 Expected<Session> open_session(const std::string& engine_path, int threads, int64_t kv_tokens,
-                               runtime::KvCacheDtype kv_dtype) {
+                               std::optional<runtime::KvCacheDtype> kv_dtype) {
   Session s;
   KILN_ASSIGN_OR_RETURN(s.model, runtime::LoadedModel::load(engine_path));
   const std::string& target = s.model->file().header().target;
@@ -57,7 +57,8 @@ Expected<Session> open_session(const std::string& engine_path, int threads, int6
   KILN_ASSIGN_OR_RETURN(s.executor, runtime::Executor::create(*s.model, *s.backend));
   const int64_t block = 16;
   const int64_t tokens = std::min(kv_tokens, s.model->facts().max_seq_len);
-  KILN_ASSIGN_OR_RETURN(s.cache, s.executor->create_kv_cache((tokens + block - 1) / block + 1, block, kv_dtype));
+  KILN_ASSIGN_OR_RETURN(s.cache, s.executor->create_kv_cache((tokens + block - 1) / block + 1, block,
+                                                            kv_dtype.value_or(s.model->native_kv_cache_dtype())));
   return s;
 }
 

@@ -47,8 +47,9 @@ struct Session {
   std::unique_ptr<runtime::KvCache> cache;
   std::string device;  // "cpu (N threads)" or the GPU's name
 };
+// kv_dtype: the cache's element; nullopt, the model's own (LoadedModel::native_kv_cache_dtype).
 Expected<Session> open_session(const std::string& engine_path, int threads, int64_t kv_tokens,
-                               runtime::KvCacheDtype kv_dtype = runtime::KvCacheDtype::kF32);
+                               std::optional<runtime::KvCacheDtype> kv_dtype = runtime::KvCacheDtype::kF32);
 
 // Parses "1,2,3" into ids.
 Expected<std::vector<int32_t>> parse_id_list(const std::string& text);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,9 @@ enum class KvCacheDtype { kF32, kBF16 };
 std::string_view kv_cache_dtype_name(KvCacheDtype dtype);
 // "fp32" or "bf16".
 Expected<KvCacheDtype> parse_kv_cache_dtype(std::string_view name);
+// A --kv-cache-dtype value: "fp32" or "bf16", or "auto" (nullopt): the element the model's own
+// precision gives it (LoadedModel::native_kv_cache_dtype).
+Expected<std::optional<KvCacheDtype>> parse_kv_cache_dtype_choice(std::string_view name);
 
 struct KvCacheSpec {
   int64_t num_layers = 0;

@@ -18,6 +18,18 @@ std::map<std::string, std::string> LoadedModel::files() const {
   return out;
 }
 
+KvCacheDtype LoadedModel::native_kv_cache_dtype() const {
+  bool any = false;
+  for (const ir::Node& node : graph_.nodes()) {
+    if (node.op != "matmul") continue;
+    if (ir::weight_format_base(graph_.weight(node.inputs[1]).format) != ir::WeightFormat::kBF16) {
+      return KvCacheDtype::kF32;
+    }
+    any = true;
+  }
+  return any ? KvCacheDtype::kBF16 : KvCacheDtype::kF32;
+}
+
 Expected<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path, bool verify_checksum) {
   KILN_ASSIGN_OR_RETURN(engine::EngineFile file, engine::EngineFile::open(path, {.verify_checksum = verify_checksum}));
   std::unique_ptr<LoadedModel> model(new LoadedModel(std::move(file)));

@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "engine/engine_file.h"
 #include "ir/graph.h"
+#include "runtime/kv_cache.h"
 #include "nlohmann/json.hpp"
 
 namespace kiln::runtime {
@@ -37,6 +38,10 @@ class LoadedModel {
   std::map<std::string, std::string> files() const;
   // Bytes of weights read by one forward step (every stored weight once).
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // The KV element that follows the model's precision (--kv-cache-dtype auto, as vLLM's): bf16
+  // when every matrix product holds bf16 weights, as a framework running the checkpoint in bf16
+  // keeps its keys and values; fp32 otherwise (fp32 and fp16 weights, the integer formats).
+  KvCacheDtype native_kv_cache_dtype() const;
 
  private:
   explicit LoadedModel(engine::EngineFile file) : file_(std::move(file)) {}

@@ -95,6 +95,24 @@ TEST_F(CliTest, BuildInspectAndEvalWork) {
   EXPECT_EQ(logits.shape, (std::vector<int64_t>{4, 384}));
 }
 
+// --kv-cache-dtype auto (the default) follows the engine's precision: bf16 for a bf16 engine, fp32
+// for an fp32 one; an explicit element overrides it.
+TEST_F(CliTest, TheKvCacheFollowsTheEnginesPrecisionUnlessToldOtherwise) {
+  const std::string f32 = build_engine();
+  const std::string bf16 = path("bf16.kiln");
+  Result built = kiln("build " + kGolden + "llama_gqa -o " + bf16 + " --dtype bf16 --no-autotune");
+  ASSERT_EQ(built.status, 0) << built.out;
+  auto kv_line = [](const Result& r) {
+    const size_t at = r.out.find("kv cache ");
+    return at == std::string::npos ? r.out : r.out.substr(at, r.out.find('\n', at) - at);
+  };
+  const std::string bench = " --prompt 4 --decode 2 --repeat 1 --threads 2";
+  EXPECT_EQ(kv_line(kiln("bench " + f32 + bench)), "kv cache fp32");
+  EXPECT_EQ(kv_line(kiln("bench " + bf16 + bench)), "kv cache bf16");
+  EXPECT_EQ(kv_line(kiln("bench " + bf16 + bench + " --kv-cache-dtype fp32")), "kv cache fp32");
+  EXPECT_EQ(kv_line(kiln("bench " + f32 + bench + " --kv-cache-dtype bf16")), "kv cache bf16");
+}
+
 TEST_F(CliTest, DumpAfterPrintsTheGraph) {
   Result r = kiln("build " + kGolden + "gpt2 -o " + path("g.kiln") + " --no-autotune --dump-after fold_constants");
   ASSERT_EQ(r.status, 0) << r.out;
@@ -211,11 +229,12 @@ TEST_F(CliTest, SameSeedSameTextAndPerplexityOfHeldOutText) {
   EXPECT_LT(value, 200.0);
   expect_user_error(kiln("eval " + engine + " --text " + path("missing.txt")), "missing.txt");
   expect_user_error(kiln("run " + engine + " -p hi --top-p 1.5"), "top_p");
-  // A bf16 KV cache runs the same command; an unknown element type names the flag.
-  Result bf16 = kiln("run " + engine + " -p 'The sea' -n 8 --temperature 0 --no-stats --threads 2 --kv-cache-dtype bf16");
-  ASSERT_EQ(bf16.status, 0) << bf16.out;
-  EXPECT_EQ(bf16.out.rfind("The sea", 0), 0u) << bf16.out;
-  EXPECT_GT(bf16.out.size(), std::string("The sea").size() + 8) << bf16.out;
+  // An fp32 KV cache (a bf16 engine's default is bf16) runs the same command; an unknown element
+  // type names the flag.
+  Result fp32 = kiln("run " + engine + " -p 'The sea' -n 8 --temperature 0 --no-stats --threads 2 --kv-cache-dtype fp32");
+  ASSERT_EQ(fp32.status, 0) << fp32.out;
+  EXPECT_EQ(fp32.out.rfind("The sea", 0), 0u) << fp32.out;
+  EXPECT_GT(fp32.out.size(), std::string("The sea").size() + 8) << fp32.out;
   expect_user_error(kiln("run " + engine + " -p hi --kv-cache-dtype fp8"), "--kv-cache-dtype");
 }
 

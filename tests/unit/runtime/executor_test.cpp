@@ -154,6 +154,14 @@ TEST_F(ExecutorTest, AKvCacheDtypeTheBackendDoesNotRunIsRefused) {
   EXPECT_TRUE(executor_->create_kv_cache(4, 4, KvCacheDtype::kF32));
   EXPECT_EQ(parse_kv_cache_dtype("bf16").value(), KvCacheDtype::kBF16);
   EXPECT_FALSE(parse_kv_cache_dtype("fp8"));
+  EXPECT_FALSE(parse_kv_cache_dtype("auto"));
+  // The command-line choice: "auto" is no element yet (the engine decides), the others are.
+  EXPECT_EQ(parse_kv_cache_dtype_choice("auto").value(), std::nullopt);
+  EXPECT_EQ(parse_kv_cache_dtype_choice("fp32").value(), KvCacheDtype::kF32);
+  EXPECT_EQ(parse_kv_cache_dtype_choice("bf16").value(), KvCacheDtype::kBF16);
+  const auto bad = parse_kv_cache_dtype_choice("fp16");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("auto, fp32, bf16"), std::string::npos) << bad.status().message();
 }
 
 TEST_F(ExecutorTest, AnEngineForAnotherTargetIsRefusedByTheBackend) {
