@@ -41,6 +41,7 @@ struct BenchArgs {
   bool offline = false;
   int64_t batch = 1;
   double kv_cache_gib = 0.0;  // --offline: KV pool size; 0 = the serving engine's default
+  double gpu_memory_fraction = 0.0;  // --offline, cuda engines: the KV pool from the GPU's free memory; 0: not given
   std::string kv_cache_dtype = "auto";
 };
 
@@ -134,6 +135,12 @@ int run_offline_bench(const BenchArgs& a, std::optional<runtime::KvCacheDtype> k
   if (a.prompt < 1 || a.decode < 1 || a.batch < 1) return fail(invalid_argument("--prompt, --decode, --batch must be >= 1"));
   auto session = open_session(a.engine, a.threads, 1);
   if (!session) return fail(session.status());
+  uint64_t kv_cache_bytes = static_cast<uint64_t>(a.kv_cache_gib * 1073741824.0);
+  if (a.gpu_memory_fraction != 0.0) {
+    auto bytes = gpu_kv_cache_bytes(*session->model, a.gpu_memory_fraction, "--kv-cache-gib", a.kv_cache_gib != 0.0);
+    if (!bytes) return fail(bytes.status());
+    kv_cache_bytes = *bytes;
+  }
   const auto& facts = session->model->facts();
   if (a.prompt + a.decode > facts.max_seq_len) {
     return fail(invalid_argument("--prompt + --decode exceed the engine's max sequence length " +
@@ -143,7 +150,7 @@ int run_offline_bench(const BenchArgs& a, std::optional<runtime::KvCacheDtype> k
   if (!tokenizer) return fail(tokenizer.status());
   llm::ServingOptions options;
   options.max_num_seqs = a.batch;
-  options.kv_cache_bytes = static_cast<uint64_t>(a.kv_cache_gib * 1073741824.0);
+  options.kv_cache_bytes = kv_cache_bytes;
   options.kv_cache_dtype = kv_dtype.value_or(session->model->native_kv_cache_dtype());
   options.on_engine_thread_start = [threads = a.threads] { cpu::cpu_set_threads(threads); };
   auto engine = llm::ServingEngine::create(*session->executor, **tokenizer, {}, options);
@@ -264,10 +271,14 @@ CommandFn add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
   cmd->add_flag("--offline", args->offline, "serve --batch requests through the serving engine (no HTTP)");
   cmd->add_option("--batch", args->batch, "requests submitted at once (--offline)")->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV cache element: auto (bf16 for a bf16 engine, else fp32), fp32, or bf16 (half the bytes)")
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
+                  "KV cache element: auto (bf16 for a bf16 engine, else fp32), fp32, or bf16 (half the bytes)")
       ->capture_default_str();
   cmd->add_option("--kv-cache-gib", args->kv_cache_gib,
                   "KV pool in GiB (--offline; default: the serving engine's, at most 1 GiB)");
+  cmd->add_option("--gpu-memory-fraction", args->gpu_memory_fraction,
+                  "--offline, cuda engines: the share of the GPU's memory kiln may hold; the KV pool takes what the "
+                  "weights and activations leave of it (e.g. 0.9)");
   return [args] { return run_bench(*args); };
 }
 

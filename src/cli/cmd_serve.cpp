@@ -18,9 +18,6 @@
 #include <sstream>
 
 #include "backends/cpu/cpu_backend.h"
-#if KILN_HAVE_CUDA
-#include "backends/cuda/cuda_device.h"
-#endif
 #include "cli/commands.h"
 #include "cli/demo_engine.h"
 #include "llm/serving/engine.h"
@@ -51,30 +48,6 @@ struct ServeArgs {
 };
 
 // "512MiB", "1GiB", "64MB", "1048576".
-// The KV pool for --gpu-memory-fraction: what the share `fraction` of the GPU's memory leaves
-// once the weights, activations and scratch of the loaded engine are on it.
-Expected<uint64_t> gpu_kv_cache_bytes(const runtime::LoadedModel& model, double fraction, bool kv_memory_given) {
-  if (kv_memory_given) return invalid_argument("give --gpu-memory-fraction or --kv-cache-memory, not both");
-  if (!(fraction > 0.0 && fraction <= 1.0)) return invalid_argument("--gpu-memory-fraction must be in (0, 1]");
-  const std::string& target = model.file().header().target;
-  if (target.rfind("cuda-", 0) != 0) {
-    return invalid_argument("--gpu-memory-fraction sizes the KV cache of a cuda engine; this engine runs on " + target +
-                            " (use --kv-cache-memory)");
-  }
-#if KILN_HAVE_CUDA
-  KILN_ASSIGN_OR_RETURN(cuda::CudaMemoryInfo mem, cuda::cuda_memory_info(0));
-  const double keep_free = (1.0 - fraction) * static_cast<double>(mem.total);
-  if (static_cast<double>(mem.free) <= keep_free) {
-    return invalid_argument("--gpu-memory-fraction " + std::to_string(fraction) + " leaves no room for a KV cache: " +
-                            std::to_string(mem.free >> 20) + " MiB of " + std::to_string(mem.total >> 20) +
-                            " MiB are free with the engine loaded");
-  }
-  return static_cast<uint64_t>(static_cast<double>(mem.free) - keep_free);
-#else
-  return invalid_argument("this kiln has no CUDA backend (configure it with -DKILN_CUDA=ON)");
-#endif
-}
-
 Expected<uint64_t> parse_size(const std::string& text) {
   size_t used = 0;
   double v = 0;
@@ -246,7 +219,7 @@ int run_serve(ServeArgs a) {
   std::unique_ptr<runtime::Executor>* executor = &session->executor;
   options.kv_cache_dtype = kv_dtype->value_or((*model)->native_kv_cache_dtype());
   if (a.gpu_memory_fraction != 0.0) {
-    auto bytes = gpu_kv_cache_bytes(**model, a.gpu_memory_fraction, !a.kv_cache_memory.empty());
+    auto bytes = gpu_kv_cache_bytes(**model, a.gpu_memory_fraction, "--kv-cache-memory", !a.kv_cache_memory.empty());
     if (!bytes) return fail(bytes.status());
     options.kv_cache_bytes = *bytes;
   }

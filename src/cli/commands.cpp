@@ -4,6 +4,7 @@
 
 #if KILN_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_device.h"
 #endif
 
 namespace kiln::cli {
@@ -32,6 +33,29 @@ Expected<std::vector<int32_t>> parse_id_list(const std::string& text) {
     pos = end + 1;
   }
   return ids;
+}
+
+Expected<uint64_t> gpu_kv_cache_bytes(const runtime::LoadedModel& model, double fraction,
+                                      const std::string& manual_flag, bool manual_given) {
+  if (manual_given) return invalid_argument("give --gpu-memory-fraction or " + manual_flag + ", not both");
+  if (!(fraction > 0.0 && fraction <= 1.0)) return invalid_argument("--gpu-memory-fraction must be in (0, 1]");
+  const std::string& target = model.file().header().target;
+  if (target.rfind("cuda-", 0) != 0) {
+    return invalid_argument("--gpu-memory-fraction sizes the KV cache of a cuda engine; this engine runs on " + target +
+                            " (use " + manual_flag + ")");
+  }
+#if KILN_HAVE_CUDA
+  KILN_ASSIGN_OR_RETURN(cuda::CudaMemoryInfo mem, cuda::cuda_memory_info(0));
+  const double keep_free = (1.0 - fraction) * static_cast<double>(mem.total);
+  if (static_cast<double>(mem.free) <= keep_free) {
+    return invalid_argument("--gpu-memory-fraction " + std::to_string(fraction) + " leaves no room for a KV cache: " +
+                            std::to_string(mem.free >> 20) + " MiB of " + std::to_string(mem.total >> 20) +
+                            " MiB are free with the engine loaded");
+  }
+  return static_cast<uint64_t>(static_cast<double>(mem.free) - keep_free);
+#else
+  return invalid_argument("this kiln has no CUDA backend (configure it with -DKILN_CUDA=ON)");
+#endif
 }
 
 Expected<Session> open_session(const std::string& engine_path, int threads, int64_t kv_tokens,

@@ -51,6 +51,12 @@ struct Session {
 Expected<Session> open_session(const std::string& engine_path, int threads, int64_t kv_tokens,
                                std::optional<runtime::KvCacheDtype> kv_dtype = runtime::KvCacheDtype::kF32);
 
+// The KV pool for --gpu-memory-fraction: what the share `fraction` of the GPU's memory leaves
+// once the loaded cuda engine's weights, activations and scratch are on it. `manual_flag` names
+// the flag that sizes the pool by hand instead; `manual_given`: it was given too (an error).
+Expected<uint64_t> gpu_kv_cache_bytes(const runtime::LoadedModel& model, double fraction,
+                                      const std::string& manual_flag, bool manual_given);
+
 // Parses "1,2,3" into ids.
 Expected<std::vector<int32_t>> parse_id_list(const std::string& text);
 

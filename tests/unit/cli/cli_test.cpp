@@ -141,6 +141,11 @@ TEST_F(CliTest, GpuMemoryFractionIsForCudaEnginesAlone) {
   expect_user_error(kiln("serve " + engine + " --port 0 --gpu-memory-fraction 0.9"), "--kv-cache-memory");
   expect_user_error(kiln("serve " + engine + " --port 0 --gpu-memory-fraction 0.9 --kv-cache-memory 1GiB"), "not both");
   expect_user_error(kiln("serve " + engine + " --port 0 --gpu-memory-fraction 1.5"), "(0, 1]");
+  // kiln bench --offline sizes its pool the same way, with --kv-cache-gib as the manual flag.
+  const std::string offline = "bench " + engine + " --offline --batch 2 --prompt 4 --decode 2";
+  expect_user_error(kiln(offline + " --gpu-memory-fraction 0.9"), "--kv-cache-gib");
+  expect_user_error(kiln(offline + " --gpu-memory-fraction 0.9 --kv-cache-gib 1"), "not both");
+  expect_user_error(kiln(offline + " --gpu-memory-fraction 2"), "(0, 1]");
 }
 
 TEST_F(CliTest, DamagedEnginesAreRefusedWithAFix) {
