@@ -12,9 +12,9 @@ Expected<KvCacheDtype> parse_kv_cache_dtype(std::string_view name) {
 
 Expected<std::optional<KvCacheDtype>> parse_kv_cache_dtype_choice(std::string_view name) {
   if (name == "auto") return std::optional<KvCacheDtype>();
-  if (name == "fp32") return std::optional<KvCacheDtype>(KvCacheDtype::kF32);
-  if (name == "bf16") return std::optional<KvCacheDtype>(KvCacheDtype::kBF16);
-  return invalid_argument("KV cache dtype '" + std::string(name) + "' is not one of auto, fp32, bf16");
+  const Expected<KvCacheDtype> dtype = parse_kv_cache_dtype(name);
+  if (!dtype) return invalid_argument("KV cache dtype '" + std::string(name) + "' is not one of auto, fp32, bf16");
+  return std::optional<KvCacheDtype>(*dtype);
 }
 
 KvCache::KvCache(const KvCacheSpec& spec) : KvCache(spec, std::make_unique<HostBuffer>(spec.bytes())) {}

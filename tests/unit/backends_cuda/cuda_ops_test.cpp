@@ -75,7 +75,7 @@ TEST(CudaElementwise, MatchesCpu) {
 
 // Kernels launch while the kernel before them still runs (cuda_launch.cuh): each must wait for
 // its predecessor's writes. A chain of 64 rounds of v = I * (v + 1), the identity product a GEMV
-// of 512 blocks and the add four blocks, on a non-blocking stream with no synchronisation
+// of 512 blocks and the add 16 blocks, on a non-blocking stream with no synchronisation
 // between launches, ends at v + 64 exactly only if every kernel read what the one before wrote.
 TEST(CudaLaunch, DependentKernelsReadTheirPredecessorsWrites) {
   KILN_REQUIRE_GPU();
