@@ -41,7 +41,7 @@ function(kiln_cuda_module)
   add_library(kiln_backends_cuda STATIC ${sources})
   set_target_properties(kiln_backends_cuda PROPERTIES UNITY_BUILD OFF)
   target_include_directories(kiln_backends_cuda PUBLIC ${PROJECT_SOURCE_DIR}/src)
-  target_link_libraries(kiln_backends_cuda PUBLIC ${ARG_DEPS} PRIVATE CUDA::cudart_static CUDA::cublas)
+  target_link_libraries(kiln_backends_cuda PUBLIC ${ARG_DEPS} PRIVATE CUDA::cudart_static CUDA::cublas CUDA::cublasLt)
   target_compile_definitions(kiln_backends_cuda PUBLIC KILN_VERSION="${PROJECT_VERSION}")
   # C++ sources get the project's warnings through kiln_flags (CXX only); nvcc gets its own set
   # (-Wpedantic would report nvcc's generated host code).

@@ -33,8 +33,9 @@ struct BuildArgs {
 };
 
 Expected<ir::WeightFormat> format_for(const std::string& dtype, int group) {
-  if (dtype == "fp32" || dtype == "fp16" || dtype == "bf16") {
+  if (dtype == "fp32" || dtype == "fp16" || dtype == "bf16" || dtype == "fp8") {
     if (group != 0) return invalid_argument("--group applies to int8 and int4 only");
+    if (dtype == "fp8") return ir::WeightFormat::kF8E4M3;
     return dtype == "fp32" ? ir::WeightFormat::kF32 : dtype == "fp16" ? ir::WeightFormat::kF16 : ir::WeightFormat::kBF16;
   }
   if (dtype == "int8") {
@@ -48,7 +49,7 @@ Expected<ir::WeightFormat> format_for(const std::string& dtype, int group) {
     if (group == 128) return ir::WeightFormat::kI4Group128;
     return invalid_argument("--group for int4 must be 32 or 128");
   }
-  return invalid_argument("--dtype must be one of fp32, bf16, fp16, int8, int4");
+  return invalid_argument("--dtype must be one of fp32, bf16, fp16, fp8, int8, int4");
 }
 
 // The kernel tuner of the target: the CPU's, or the CUDA backend's (timing on the GPU when there
@@ -152,7 +153,9 @@ CommandFn add_build_command(CLI::App& app) {
   cmd->add_option("-o,--output", args->output, "engine file to write")->required();
   cmd->add_option("--target", args->target, "backend to build for: cpu (this CPU) or cuda (this machine's GPU)")
       ->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "weight precision: fp32, bf16, fp16, int8, int4")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype,
+                  "weight precision: fp32, bf16, fp16, fp8 (e4m3, one scale a weight), int8, int4")
+      ->capture_default_str();
   cmd->add_option("--group", args->group, "quantisation group: int8 0 (per channel)|32|128, int4 32|128");
   cmd->add_option("--max-seq-len", args->max_seq_len, "longest sequence (default: the model's limit)");
   cmd->add_option("--max-batch-tokens", args->max_batch_tokens, "most tokens in one step")->capture_default_str();

@@ -24,6 +24,7 @@ constexpr FormatInfo kFormats[] = {
     {WeightFormat::kI4Group32, "i4g32", 32}, {WeightFormat::kI4Group128, "i4g128", 128},
     {WeightFormat::kF16Panel8, "f16p8", 0},  {WeightFormat::kBF16Panel8, "bf16p8", 0},
     {WeightFormat::kI8ChannelPanel8, "i8cp8", 0}, {WeightFormat::kI4Group32Panel8, "i4g32p8", 32},
+    {WeightFormat::kF8E4M3, "f8", 0},
 };
 
 struct PanelPair {
@@ -45,6 +46,8 @@ const FormatInfo& info(WeightFormat format) {
 }
 
 constexpr size_t kScaleBytes = 2;  // group scales are fp16
+constexpr size_t kF8TailBytes = 16;  // f8: the float scale, then zeros
+constexpr float kE4m3Max = 448.0f;
 
 bool is_int4(WeightFormat f) { return f == WeightFormat::kI4Group32 || f == WeightFormat::kI4Group128; }
 
@@ -181,6 +184,7 @@ bool weight_format_fits(WeightFormat format, int64_t cols) {
   const int g = weight_format_group(format);
   if (format == WeightFormat::kI8ChannelPanel8 && cols % 32 != 0) return false;
   if (format == WeightFormat::kBF16Panel8 && cols % 2 != 0) return false;
+  if (format == WeightFormat::kF8E4M3 && cols % 16 != 0) return false;
   return cols > 0 && (g == 0 || cols % g == 0);
 }
 
@@ -195,6 +199,7 @@ size_t weight_format_row_bytes(WeightFormat format, int64_t cols) {
     case WeightFormat::kF16:
     case WeightFormat::kBF16: return n * 2;
     case WeightFormat::kI8Channel: return n + sizeof(float);
+    case WeightFormat::kF8E4M3: return n + kF8TailBytes;
     case WeightFormat::kI8Group32:
     case WeightFormat::kI8Group128: {
       const size_t g = static_cast<size_t>(weight_format_group(format));
@@ -228,6 +233,18 @@ void weight_quantize(WeightFormat format, const float* src, int64_t rows, int64_
   }
   auto* out = static_cast<std::byte*>(dst);
   const size_t row_bytes = weight_format_row_bytes(format, cols);
+  if (format == WeightFormat::kF8E4M3) {
+    // One scale for the whole weight, so that an fp8 GEMM takes it as a scalar.
+    const float scale = max_abs(src, rows * cols) / kE4m3Max;
+    const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::byte* o = out + static_cast<size_t>(r) * row_bytes;
+      for (int64_t i = 0; i < cols; ++i) o[i] = static_cast<std::byte>(float_to_e4m3(src[r * cols + i] * inv));
+      std::memset(o + cols, 0, kF8TailBytes);
+      std::memcpy(o + cols, &scale, sizeof(float));
+    }
+    return;
+  }
   const int g = weight_format_group(format);
   std::vector<int8_t> q(static_cast<size_t>(std::max<int64_t>(cols, 1)));
   for (int64_t r = 0; r < rows; ++r) {
@@ -280,7 +297,8 @@ void weight_quantize(WeightFormat format, const float* src, int64_t rows, int64_
       case WeightFormat::kF16Panel8:
       case WeightFormat::kBF16Panel8:
       case WeightFormat::kI8ChannelPanel8:
-      case WeightFormat::kI4Group32Panel8: KILN_CHECK(false);  // handled above
+      case WeightFormat::kI4Group32Panel8:
+      case WeightFormat::kF8E4M3: KILN_CHECK(false);  // handled above
     }
   }
 }
@@ -316,6 +334,12 @@ void weight_dequantize_row(WeightFormat format, const void* row_data, int64_t co
       float s;
       std::memcpy(&s, p + cols, sizeof(float));
       for (int64_t i = 0; i < cols; ++i) dst[i] = s * static_cast<float>(static_cast<int8_t>(p[i]));
+      return;
+    }
+    case WeightFormat::kF8E4M3: {
+      float s;
+      std::memcpy(&s, p + cols, sizeof(float));
+      for (int64_t i = 0; i < cols; ++i) dst[i] = s * e4m3_to_float(static_cast<uint8_t>(p[i]));
       return;
     }
     default: break;

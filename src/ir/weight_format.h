@@ -12,6 +12,11 @@
 //   kI4Group{32,128}   row = cols/G blocks of {fp16 s; uint8 q[G/2]}; element i < G/2 of the
 //                      block is the low nibble of q[i], element i + G/2 the high nibble of q[i];
 //                      w = s * (nibble - 8).
+//   kF8E4M3            row = cols e4m3 bytes q (base/half.h), then 16 bytes: the float scale s
+//                      and 12 zero bytes; w = s * q. One scale for the whole weight (per tensor,
+//                      s = max|w| / 448), repeated in every row so that a row reads on its own;
+//                      the 16-byte tail keeps rows 16-byte aligned, as an fp8 GEMM reads them.
+//                      Needs cols % 16 == 0.
 // Quantisation is symmetric, round to nearest: int8 s = max|w| / 127, int4 s = max|w| / 7, with
 // the scale rounded to its stored precision before the values are quantised.
 // Blocks are packed without padding (a kI4Group32 block is 18 bytes), so readers use unaligned
@@ -56,6 +61,7 @@ enum class WeightFormat : uint8_t {
   kBF16Panel8,
   kI8ChannelPanel8,
   kI4Group32Panel8,
+  kF8E4M3,
 };
 
 std::string_view weight_format_name(WeightFormat format);  // "f32", "i4g32", ...
@@ -66,7 +72,7 @@ int weight_format_group(WeightFormat format);
 bool weight_format_is_quantized(WeightFormat format);
 
 // Whether a weight with `cols` columns can be stored in `format` (group formats need
-// cols % G == 0, integer panel formats cols % 32 == 0, bf16p8 even cols). Panel formats also need
+// cols % G == 0, integer panel formats cols % 32 == 0, bf16p8 even cols, f8 cols % 16 == 0). Panel formats also need
 // rows % weight_format_row_multiple(format) == 0.
 bool weight_format_fits(WeightFormat format, int64_t cols);
 bool weight_format_fits(WeightFormat format, int64_t rows, int64_t cols);

@@ -41,11 +41,13 @@ struct Tolerance {
 
 // fp32 is the exactness bar. The others store rounded weights: bf16 keeps 8 mantissa bits
 // (relative rounding 2^-9 per weight), fp16 11 bits, int8 ~1/254 of each row's or group's
-// range, int4 ~1/14 of each group's range; errors then compound through the layers.
+// range, int4 ~1/14 of each group's range, fp8 (e4m3) 3 mantissa bits (2^-4 relative) under one
+// scale a weight; errors then compound through the layers.
 constexpr Tolerance kTolerances[] = {
     {ir::WeightFormat::kF16, 4e-3, 0.95},       {ir::WeightFormat::kBF16, 4e-2, 0.9},
     {ir::WeightFormat::kI8Channel, 1.5e-1, 0.8}, {ir::WeightFormat::kI8Group32, 1.5e-1, 0.75},
     {ir::WeightFormat::kI4Group128, 1.2, 0.15}, {ir::WeightFormat::kI4Group32, 1.2, 0.15},
+    {ir::WeightFormat::kF8E4M3, 0.3, 0.65},
 };
 
 // Quantised engine vs the f32 engine of the same rounded weights, relative to max|ref|. Float

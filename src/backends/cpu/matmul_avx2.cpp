@@ -69,6 +69,7 @@ constexpr MatmulKernel kKernels[] = {
     {"bf16.avx2.4x3", WeightFormat::kBF16, Isa::kAvx2, matmul_float_direct<LoadBF16, WeightFormat::kBF16, 4, 3>},
     {"bf16.avx2.dq.4x3", WeightFormat::kBF16, Isa::kAvx2, matmul_dequant_panel<WeightFormat::kBF16, 4, 3>},
     {"i8c.avx2.dq.4x3", WeightFormat::kI8Channel, Isa::kAvx2, matmul_dequant_panel<WeightFormat::kI8Channel, 4, 3>},
+    {"f8.avx2.dq.4x3", WeightFormat::kF8E4M3, Isa::kAvx2, matmul_dequant_panel<WeightFormat::kF8E4M3, 4, 3>},
     {"i8g32.avx2.dq.4x3", WeightFormat::kI8Group32, Isa::kAvx2, matmul_dequant_panel<WeightFormat::kI8Group32, 4, 3>},
     {"i8g128.avx2.dq.4x3", WeightFormat::kI8Group128, Isa::kAvx2,
      matmul_dequant_panel<WeightFormat::kI8Group128, 4, 3>},

@@ -83,6 +83,7 @@ constexpr MatmulKernel kKernels[] = {
     {"bf16.avx512.6x4", WeightFormat::kBF16, Isa::kAvx512, matmul_float_direct<LoadBF16, WeightFormat::kBF16, 6, 4>},
     {"bf16.avx512.dq.6x4", WeightFormat::kBF16, Isa::kAvx512, matmul_dequant_panel<WeightFormat::kBF16, 6, 4>},
     {"i8c.avx512.dq.6x4", WeightFormat::kI8Channel, Isa::kAvx512, matmul_dequant_panel<WeightFormat::kI8Channel, 6, 4>},
+    {"f8.avx512.dq.6x4", WeightFormat::kF8E4M3, Isa::kAvx512, matmul_dequant_panel<WeightFormat::kF8E4M3, 6, 4>},
     {"i8g32.avx512.dq.6x4", WeightFormat::kI8Group32, Isa::kAvx512,
      matmul_dequant_panel<WeightFormat::kI8Group32, 6, 4>},
     {"i8g128.avx512.dq.6x4", WeightFormat::kI8Group128, Isa::kAvx512,

@@ -168,6 +168,12 @@ void dequant_range(const std::byte* row, int64_t k, int64_t k0, int64_t kc, floa
     int64_t i = 0;
     for (; i + kL <= kc; i += kL) V::storeu(out + i, V::mul(vs, V::load_i8(q + i)));
     for (; i < kc; ++i) out[i] = s * static_cast<float>(q[i]);
+  } else if constexpr (kFormat == ir::WeightFormat::kF8E4M3) {
+    float s;
+    std::memcpy(&s, row + k, sizeof(float));
+    const float* values = e4m3_values().data();
+    const auto* q = reinterpret_cast<const uint8_t*>(row) + k0;
+    for (int64_t i = 0; i < kc; ++i) out[i] = s * values[q[i]];
   } else if constexpr (kFormat == ir::WeightFormat::kI8Group32 || kFormat == ir::WeightFormat::kI8Group128) {
     constexpr size_t kBlock = 2 + kG;
     for (int64_t g = 0; g < kc / kG; ++g) {

@@ -57,6 +57,7 @@ constexpr MatmulKernel kKernels[] = {
     {"bf16p8.scalar", WeightFormat::kBF16Panel8, Isa::kScalar, matmul_scalar<WeightFormat::kBF16Panel8>},
     {"i8cp8.scalar", WeightFormat::kI8ChannelPanel8, Isa::kScalar, matmul_scalar<WeightFormat::kI8ChannelPanel8>},
     {"i4g32p8.scalar", WeightFormat::kI4Group32Panel8, Isa::kScalar, matmul_scalar<WeightFormat::kI4Group32Panel8>},
+    {"f8.scalar", WeightFormat::kF8E4M3, Isa::kScalar, matmul_scalar<WeightFormat::kF8E4M3>},
 };
 
 }  // namespace

@@ -359,7 +359,7 @@ Expected<const CudaMatmulKernel*> bind_matmul_kernel(const ir::Node& node, const
     if (candidates.empty()) {
       return unimplemented("the CUDA backend has no matmul kernel for weights stored as " +
                            std::string(ir::weight_format_name(format)) + " (node '" + node.name +
-                           "'); rebuild the engine with `kiln build --target cuda` (--dtype fp32, fp16, bf16, int8 or int4)");
+                           "'); rebuild the engine with `kiln build --target cuda` (--dtype fp32, fp16, bf16, fp8, int8 or int4)");
     }
     k = candidates.front();
   }

@@ -45,7 +45,7 @@ __global__ void dequantize_kernel(const uint8_t* w, int64_t n, int64_t k, size_t
   const int64_t r = i / per_row;
   const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
   const QuantChunk ch = quant_load_chunk<Fmt>(row, i % per_row);
-  const float scale = Q::kChannel ? quant_channel_scale(row, k) : ch.scale;
+  const float scale = Q::kChannel ? quant_channel_scale(row, k) * Q::kUnit : ch.scale;
   float lo[16], hi[16];
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
@@ -91,6 +91,7 @@ void launch_format(F format, const uint8_t* w, int64_t n, int64_t k, T* out, cud
     case F::kI8Group128: return launch_typed<F::kI8Group128>(w, n, k, out, stream);
     case F::kI4Group32: return launch_typed<F::kI4Group32>(w, n, k, out, stream);
     case F::kI4Group128: return launch_typed<F::kI4Group128>(w, n, k, out, stream);
+    case F::kF8E4M3: return launch_typed<F::kF8E4M3>(w, n, k, out, stream);
     default: return;
   }
 }

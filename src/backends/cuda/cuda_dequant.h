@@ -1,4 +1,4 @@
-// Widening a whole integer weight (i8c, i8g32, i8g128, i4g32, i4g128; ir/weight_format.h) on the
+// Widening a whole integer or fp8 weight (i8c, i8g32, i8g128, i4g32, i4g128, f8; ir/weight_format.h) on the
 // GPU into fp16 or fp32 rows, for products too large for the GEMV (prefill, batched decode):
 // the matmul then runs as a cuBLAS GEMM over the widened copy (cuda_gemm.h). fp32 holds s * q
 // exactly; fp16 rounds it to nearest.

@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_dequant.h"
 #include "backends/cuda/cuda_elementwise.h"
+#include "backends/cuda/cuda_gemm_fp8.h"
 #include "backends/cuda/cuda_gemv.h"
 #include "backends/cuda/cuda_launch.cuh"
 
@@ -45,6 +46,14 @@ size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 bool is_dequant(const CudaMatmulKernel& kernel) {
   return kernel.algo == CudaMatmulAlgo::kDequantSgemm || kernel.algo == CudaMatmulAlgo::kDequantGemm;
+}
+
+// gemm_fp8 over a weight whose shape cuBLASLt's fp8 products do not take runs as the fp8 format's
+// gemm (the weight widened to fp16).
+constexpr CudaMatmulKernel kFp8Fallback{"f8.cuda.gemm", ir::WeightFormat::kF8E4M3, CudaMatmulAlgo::kDequantGemm};
+
+const CudaMatmulKernel& runnable(const CudaMatmulKernel& kernel, int64_t n, int64_t k) {
+  return kernel.algo == CudaMatmulAlgo::kGemmFp8 && !gemm_fp8_fits(n, k) ? kFp8Fallback : kernel;
 }
 
 // The format the GEMM of a widened integer weight reads, and the bytes of the widened copy.
@@ -163,19 +172,23 @@ GemvVariant gemv_variant_of(const CudaMatmulKernel& kernel) {
   }
 }
 
-size_t matmul_scratch_bytes(const CudaMatmulKernel& kernel, int64_t m, int64_t n, int64_t k) {
+size_t matmul_scratch_bytes(const CudaMatmulKernel& named, int64_t m, int64_t n, int64_t k) {
+  const CudaMatmulKernel& kernel = runnable(named, n, k);
   if (cuda_matmul_kernel_is_gemv(kernel)) return 0;
+  if (kernel.algo == CudaMatmulAlgo::kGemmFp8) return gemm_fp8_scratch_bytes(m, k);
   if (!is_dequant(kernel)) return gemm_scratch_bytes(kernel.format, mode_of(kernel), m, k);
   return widened_bytes(kernel, n, k) + gemm_scratch_bytes(widened_format(kernel), mode_of(kernel), m, k);
 }
 
-Status launch_matmul(const CudaMatmulKernel& kernel, cublasHandle_t handle, const float* x, int64_t m, int64_t k,
+Status launch_matmul(const CudaMatmulKernel& named, cublasHandle_t handle, const float* x, int64_t m, int64_t k,
                      const void* w, int64_t n, const float* bias, float* y, void* scratch, cudaStream_t stream) {
+  const CudaMatmulKernel& kernel = runnable(named, n, k);
   if (cuda_matmul_kernel_is_gemv(kernel)) {
     launch_gemv(kernel.format, x, m, k, w, n, bias, y, stream, gemv_variant_of(kernel));
     KILN_CUDA_RETURN_IF_LAUNCH_FAILED("gemv");
     return Status::ok();
   }
+  if (kernel.algo == CudaMatmulAlgo::kGemmFp8) return launch_gemm_fp8(x, m, k, w, n, bias, y, scratch, stream);
   const GemmActivations mode = mode_of(kernel);
   if (is_dequant(kernel)) {
     if (m <= 0 || n <= 0) return Status::ok();

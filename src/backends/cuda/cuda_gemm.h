@@ -51,8 +51,9 @@ GemvVariant gemv_variant_of(const CudaMatmulKernel& kernel);
 // activation conversion, and for the integer formats the widened weight before it.
 size_t matmul_scratch_bytes(const CudaMatmulKernel& kernel, int64_t m, int64_t n, int64_t k);
 
-// Runs a named matmul kernel (cuda_matmul.h): the gemv kernel, launch_gemm in its mode, or (integer
-// weights) the weight widened into scratch and then launch_gemm over it. scratch holds
+// Runs a named matmul kernel (cuda_matmul.h): the gemv kernel, launch_gemm in its mode, (integer
+// and fp8 weights) the weight widened into scratch and then launch_gemm over it, or (gemm_fp8)
+// launch_gemm_fp8 (cuda_gemm_fp8.h; a weight of a shape it does not take, as the fp8 gemm). scratch holds
 // matmul_scratch_bytes(kernel, m, n, k) bytes.
 Status launch_matmul(const CudaMatmulKernel& kernel, cublasHandle_t handle, const float* x, int64_t m, int64_t k,
                      const void* w, int64_t n, const float* bias, float* y, void* scratch, cudaStream_t stream);

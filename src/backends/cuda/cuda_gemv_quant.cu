@@ -134,6 +134,7 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(const float* x, in
   wait_for_prior_kernels();
   using Q = QuantFormat<Fmt>;
   static_assert(!kQ8 || M == 1, "the int8-activation path takes batch-1 steps");
+  static_assert(!kQ8 || !Q::kFp8, "dp4a multiplies integers");
   constexpr int R = kGlu ? 2 : 1;
   constexpr int W = RW * R;  // weight rows per warp
   const int lane = threadIdx.x % 32;
@@ -182,7 +183,7 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(const float* x, in
     if (col >= n) break;
     float row_scale[R];
 #pragma unroll
-    for (int j = 0; j < R; ++j) row_scale[j] = Q::kChannel ? quant_channel_scale(wrow[i * R + j], k) : 1.0f;
+    for (int j = 0; j < R; ++j) row_scale[j] = Q::kChannel ? quant_channel_scale(wrow[i * R + j], k) * Q::kUnit : 1.0f;
 #pragma unroll
     for (int r = 0; r < M; ++r) {
       if (r >= m) break;
@@ -258,8 +259,10 @@ void launch_typed(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_
     const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
     launch(gemv_quant_scalar_kernel<kGlu>, blocks, kThreads, 0, stream, Fmt, x, static_cast<int>(m), k, w, row_bytes,
            n, bias, y);
-  } else if (m == 1 && q8) {
-    launch_vec<Fmt, 1, kGlu ? 2 : 4, 2, kGlu, true>(x, m, k, w, row_bytes, n, bias, y, stream);
+  } else if (m == 1 && q8 && !QuantFormat<Fmt>::kFp8) {
+    if constexpr (!QuantFormat<Fmt>::kFp8) {
+      launch_vec<Fmt, 1, kGlu ? 2 : 4, 2, kGlu, true>(x, m, k, w, row_bytes, n, bias, y, stream);
+    }
   } else if (m == 1) {
     launch_vec<Fmt, 1, kGlu ? 2 : 4, 2, kGlu>(x, m, k, w, row_bytes, n, bias, y, stream);
   } else {
@@ -278,6 +281,7 @@ void launch_format(F format, const float* x, int64_t m, int64_t k, const void* w
     case F::kI8Group128: return launch_typed<F::kI8Group128, kGlu>(x, m, k, wb, n, bias, y, q8, stream);
     case F::kI4Group32: return launch_typed<F::kI4Group32, kGlu>(x, m, k, wb, n, bias, y, q8, stream);
     case F::kI4Group128: return launch_typed<F::kI4Group128, kGlu>(x, m, k, wb, n, bias, y, q8, stream);
+    case F::kF8E4M3: return launch_typed<F::kF8E4M3, kGlu>(x, m, k, wb, n, bias, y, q8, stream);
     default: return;
   }
 }

@@ -41,6 +41,10 @@ constexpr CudaMatmulKernel kKernels[] = {
     {"i4g128.cuda.gemv_q8", F::kI4Group128, A::kGemvQ8},
     {"i4g128.cuda.sgemm", F::kI4Group128, A::kDequantSgemm},
     {"i4g128.cuda.gemm", F::kI4Group128, A::kDequantGemm},
+    {"f8.cuda.gemv", F::kF8E4M3, A::kGemv},
+    {"f8.cuda.sgemm", F::kF8E4M3, A::kDequantSgemm},
+    {"f8.cuda.gemm", F::kF8E4M3, A::kDequantGemm},
+    {"f8.cuda.gemm_fp8", F::kF8E4M3, A::kGemmFp8},
 };
 
 }  // namespace
@@ -67,7 +71,8 @@ bool cuda_matmul_kernel_is_gemv(const CudaMatmulKernel& kernel) {
 }
 
 bool cuda_matmul_kernel_rounds_activations(const CudaMatmulKernel& kernel) {
-  return kernel.algo == A::kGemmRounded || kernel.algo == A::kGemmRoundedHalves || kernel.algo == A::kDequantGemm;
+  return kernel.algo == A::kGemmRounded || kernel.algo == A::kGemmRoundedHalves || kernel.algo == A::kDequantGemm ||
+         kernel.algo == A::kGemmFp8;
 }
 
 bool cuda_matmul_kernel_fits(const CudaMatmulKernel& kernel, int64_t m) {

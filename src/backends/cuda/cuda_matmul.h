@@ -19,6 +19,10 @@
 //               activations: listed first, what an untimed build takes;
 //   gemm        the weight widened to fp16 into scratch, then one tensor-core GEMM over
 //               activations rounded to fp16 (cuda_dequant.h).
+// fp8 weights (f8: e4m3, one scale a weight) have gemv, sgemm and gemm as the integer formats
+// (but no gemv_q8), and
+//   gemm_fp8    one fp8 tensor-core GEMM through cuBLASLt over activations quantised to e4m3 with
+//               one scale a step (cuda_gemm_fp8.h): twice the fp16 rate; timing picks it.
 // Weights are stored in row formats; the panel layouts of the CPU are not read here. Plain C++: the build's kernel tuner lists them without a GPU.
 #pragma once
 
@@ -38,6 +42,7 @@ enum class CudaMatmulAlgo {
   kGemmRoundedHalves,
   kDequantSgemm,  // integer weights widened to fp32
   kDequantGemm,   // integer weights widened to fp16, fp16 activations
+  kGemmFp8,       // fp8 weights, e4m3 activations, cuBLASLt
 };
 
 struct CudaMatmulKernel {
@@ -56,7 +61,7 @@ const CudaMatmulKernel* cuda_matmul_kernel_find(std::string_view name);
 // Whether the kernel is a matrix-vector one (gemv, gemv_deep, gemv_q8), for decode-sized steps.
 bool cuda_matmul_kernel_is_gemv(const CudaMatmulKernel& kernel);
 
-// Whether the kernel rounds its activations to a 16-bit type (the fast tensor-core products).
+// Whether the kernel rounds its activations to a 16- or 8-bit type (the fast tensor-core products).
 bool cuda_matmul_kernel_rounds_activations(const CudaMatmulKernel& kernel);
 
 // Whether `kernel` can compute a product of m rows (gemv: m < 8).

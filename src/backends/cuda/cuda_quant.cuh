@@ -6,6 +6,9 @@
 // 2 bytes past a 4-byte boundary in every other block: the vector path reads aligned 32-bit
 // words and shifts two of them together (a funnel shift) where it must.
 //
+// The fp8 format (f8: k e4m3 bytes, then a 16-byte tail holding the weight's one float scale) reads
+// as i8c does, its bytes widened by the conversion instruction (two e4m3 to two fp16 at once).
+//
 // The vector path works in chunks of 16 payload bytes (16 int8 or 32 int4 weights), one block's
 // scale each; the integers become floats by placing each byte under the exponent of 2^23
 // (a byte permute) and subtracting, which the conversion instruction would do at a quarter of
@@ -13,6 +16,7 @@
 #pragma once
 
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -32,7 +36,13 @@ __device__ __forceinline__ float quant_half_at(const uint8_t* p) {
   return __half2float(__ushort_as_half(bits));
 }
 
-// Weight (row r, column c) of a [rows, k] weight stored in an integer row format; plain byte
+// Two e4m3 bytes (the low 16 bits of v) as floats.
+__device__ __forceinline__ float2 quant_e4m3x2(uint32_t v) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v & 0xffffu), __NV_E4M3);
+  return __half22float2(__half2(h));
+}
+
+// Weight (row r, column c) of a [rows, k] weight stored in an integer or fp8 row format; plain byte
 // reads, for any shape and alignment. row_bytes = weight_format_row_bytes(format, k).
 __device__ __forceinline__ float quant_element(ir::WeightFormat format, const uint8_t* w, size_t row_bytes, int64_t k,
                                                int64_t r, int64_t c) {
@@ -55,6 +65,8 @@ __device__ __forceinline__ float quant_element(ir::WeightFormat format, const ui
       const int nibble = i < g / 2 ? (byte & 15) : (byte >> 4);
       return quant_half_at(block) * static_cast<float>(nibble - 8);
     }
+    case ir::WeightFormat::kF8E4M3:
+      return __uint_as_float(quant_bytes_le(row + k, 4)) * quant_e4m3x2(row[c]).x;
     default:
       return 0.0f;
   }
@@ -72,12 +84,22 @@ struct QuantFormat;
 
 template <>
 struct QuantFormat<ir::WeightFormat::kI8Channel> {
-  static constexpr bool kInt4 = false, kChannel = true;
+  static constexpr bool kInt4 = false, kChannel = true, kFp8 = false;
   static constexpr int kGroup = 0, kPayload = 0;
+  static constexpr float kUnit = 1.0f;  // what the unpacked values are to be multiplied by
+};
+// f8: laid out as i8c (a row of bytes, then the scale), the bytes e4m3 rather than int8. The vector
+// path unpacks them 2^-120 times their value (quant_unpack_word), which kUnit puts back.
+template <>
+struct QuantFormat<ir::WeightFormat::kF8E4M3> {
+  static constexpr bool kInt4 = false, kChannel = true, kFp8 = true;
+  static constexpr int kGroup = 0, kPayload = 0;
+  static constexpr float kUnit = 0x1p120f;
 };
 template <int G, bool I4>
 struct QuantGroupFormat {
-  static constexpr bool kInt4 = I4, kChannel = false;
+  static constexpr bool kInt4 = I4, kChannel = false, kFp8 = false;
+  static constexpr float kUnit = 1.0f;
   static constexpr int kGroup = G;
   static constexpr int kPayload = I4 ? G / 2 : G;  // bytes of q per block
   static constexpr int kBlockBytes = 2 + kPayload;
@@ -154,11 +176,23 @@ __device__ __forceinline__ QuantChunk quant_load_chunk(const uint8_t* row, int64
   return out;
 }
 
-// Payload word t (0..3) of a chunk as weights without their scale: int8 v[0..4) for elements
-// e0 + 4t ..; int4 v[0..4) for e0 + 4t .. (low nibbles) and v[4..8) for e0 + G/2 + 4t .. (high).
+// Payload word t (0..3) of a chunk as weights without their scale (fp8: times 2^-120): int8 and fp8
+// v[0..4) for elements e0 + 4t ..; int4 v[0..4) for e0 + 4t .. (low nibbles) and v[4..8) for
+// e0 + G/2 + 4t .. (high).
+// fp8: byte j of the word moved to the top, then shifted right by 4 with its sign: the sign lands
+// on bit 31 (and on bits 27..30, masked off), exponent and mantissa on the float's bits 20..26. That
+// float is 2^-120 times the e4m3 value, exactly, subnormals included (as float subnormals); three
+// integer instructions a weight, no conversion unit. (The NaN codes read as finite values; the
+// quantiser never writes them.)
 template <ir::WeightFormat F>
 __device__ __forceinline__ void quant_unpack_word(uint32_t q, float* v) {
-  if constexpr (!QuantFormat<F>::kInt4) {
+  if constexpr (QuantFormat<F>::kFp8) {
+    constexpr uint32_t kKeep = 0x87f00000u;
+    v[0] = __uint_as_float(static_cast<uint32_t>(static_cast<int32_t>(q << 24) >> 4) & kKeep);
+    v[1] = __uint_as_float(static_cast<uint32_t>(static_cast<int32_t>(q << 16) >> 4) & kKeep);
+    v[2] = __uint_as_float(static_cast<uint32_t>(static_cast<int32_t>(q << 8) >> 4) & kKeep);
+    v[3] = __uint_as_float(static_cast<uint32_t>(static_cast<int32_t>(q) >> 4) & kKeep);
+  } else if constexpr (!QuantFormat<F>::kInt4) {
     constexpr float kBias = 8388608.0f + 128.0f;
     const uint32_t u = q ^ 0x80808080u;  // int8 q -> q + 128
     v[0] = quant_magic_byte<0>(u) - kBias;
@@ -179,7 +213,7 @@ __device__ __forceinline__ void quant_unpack_word(uint32_t q, float* v) {
   }
 }
 
-// The float row scale of an i8c row of k weights (stored after them).
+// The float row scale of an i8c or f8 row of k weights (stored after them).
 __device__ __forceinline__ float quant_channel_scale(const uint8_t* row, int64_t k) {
   return (k & 3) == 0 ? __ldg(reinterpret_cast<const float*>(row + k)) : __uint_as_float(quant_bytes_le(row + k, 4));
 }

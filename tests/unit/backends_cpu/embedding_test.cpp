@@ -15,7 +15,7 @@ constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr ir::WeightFormat kAllFormats[] = {
     ir::WeightFormat::kF32,       ir::WeightFormat::kF16,        ir::WeightFormat::kBF16,
     ir::WeightFormat::kI8Channel, ir::WeightFormat::kI8Group32,  ir::WeightFormat::kI8Group128,
-    ir::WeightFormat::kI4Group32, ir::WeightFormat::kI4Group128,
+    ir::WeightFormat::kI4Group32, ir::WeightFormat::kI4Group128, ir::WeightFormat::kF8E4M3,
 };
 
 // Largest error the format's rounding may leave on a weight of magnitude <= 1, relative to 1.
@@ -29,6 +29,7 @@ double format_tolerance(ir::WeightFormat f) {
     case ir::WeightFormat::kI8Group128: return 0.5 / 127 + 1e-3;  // half a step, plus fp16 scale
     case ir::WeightFormat::kI4Group32:
     case ir::WeightFormat::kI4Group128: return 0.5 / 7 + 1e-3;
+    case ir::WeightFormat::kF8E4M3: return 1.0 / 16 + 1e-6;  // half a step of 3 mantissa bits
     default: break;  // panel formats hold matmul weights only, never an embedding table
   }
   ADD_FAILURE() << "not an embedding format";

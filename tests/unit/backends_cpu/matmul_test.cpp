@@ -30,6 +30,7 @@
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/quantize_activations.h"
+#include "base/half.h"
 #include "ir/weight_format.h"
 
 namespace kiln::cpu {
@@ -41,7 +42,8 @@ constexpr WeightFormat kAllFormats[] = {WeightFormat::kF32,        WeightFormat:
                                         WeightFormat::kI8Channel,  WeightFormat::kI8Group32,  WeightFormat::kI8Group128,
                                         WeightFormat::kI4Group32,  WeightFormat::kI4Group128,
                                         WeightFormat::kF16Panel8,  WeightFormat::kBF16Panel8,
-                                        WeightFormat::kI8ChannelPanel8, WeightFormat::kI4Group32Panel8};
+                                        WeightFormat::kI8ChannelPanel8, WeightFormat::kI4Group32Panel8,
+                                        WeightFormat::kF8E4M3};
 
 std::vector<float> random_vector(size_t size, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
@@ -125,6 +127,7 @@ std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes(WeightFormat format) {
   std::vector<int64_t> ks;
   if (g == 0) ks = {7, 83, 769, 5125};
   if (format == WeightFormat::kBF16Panel8) ks = {6, 84, 770, 5126};  // even k
+  if (format == WeightFormat::kF8E4M3) ks = {16, 96, 768, 5120};      // k % 16 == 0
   if (g == 32) ks = {32, 96, 768, 5152};
   if (g == 128) ks = {128, 384, 768, 5248};
   const int64_t rm = ir::weight_format_row_multiple(format);
@@ -358,9 +361,13 @@ TEST(WeightQuantize, RoundTripErrorIsAtMostHalfAScale) {
   for (WeightFormat format : kAllFormats) {
     const int g = ir::weight_format_group(format);
     const int64_t rows = ir::weight_format_is_panel(format) ? 16 : 5;
-    const int64_t cols = g == 128 ? 384 : (g == 32 || ir::weight_format_is_panel(format) ? 96 : 83);
+    const bool f8 = format == WeightFormat::kF8E4M3;
+    const int64_t cols = g == 128 ? 384 : (g == 32 || f8 || ir::weight_format_is_panel(format) ? 96 : 83);
     std::vector<float> w = random_vector(static_cast<size_t>(rows * cols), 77, -3.0f, 3.0f);
     w[5] = 0.0f;
+    w[7] = 1e-4f;  // f8: below the smallest normal step of this weight's scale
+    float tensor_amax = 0.0f;
+    for (float v : w) tensor_amax = std::max(tensor_amax, std::fabs(v));
     std::vector<std::byte> stored(static_cast<size_t>(rows) * ir::weight_format_row_bytes(format, cols));
     ir::weight_quantize(format, w.data(), rows, cols, stored.data());
     std::vector<float> back(static_cast<size_t>(cols));
@@ -384,6 +391,13 @@ TEST(WeightQuantize, RoundTripErrorIsAtMostHalfAScale) {
             case WeightFormat::kI8Group128: bound = amax / 127.0 * (0.5 + 127.0 * std::ldexp(1.0, -11)) * (1 + 1e-3); break;
             case WeightFormat::kI4Group32:
             case WeightFormat::kI4Group128: bound = amax / 7.0 * (0.5 + 7.0 * std::ldexp(1.0, -11)) * (1 + 1e-3); break;
+            // One scale s = amax / 448 for the whole weight: half a step of 3 mantissa bits
+            // (2^-4 relative), or of the subnormal step s * 2^-9 below s * 2^-6.
+            case WeightFormat::kF8E4M3: {
+              const double step = std::ldexp(static_cast<double>(std::fabs(orig)), -4);
+              bound = std::max(step, tensor_amax / 448.0 * std::ldexp(1.0, -10)) * (1 + 1e-6);
+              break;
+            }
             default: ADD_FAILURE() << "not a base format"; break;
           }
           EXPECT_LE(std::fabs(back[static_cast<size_t>(t)] - orig), bound)
@@ -417,6 +431,52 @@ TEST(WeightQuantize, PanelFormatsHoldTheirBaseFormatsValues) {
       ASSERT_EQ(a, b) << ir::weight_format_name(format) << " row " << r;
     }
   }
+}
+
+// e4m3: every finite code reads back to itself; values round to the nearest code, ties to the
+// even one; beyond 448 they saturate.
+TEST(WeightQuantize, E4m3RoundsToNearestEvenAndSaturates) {
+  for (int b = 0; b < 256; ++b) {
+    const float v = e4m3_to_float(static_cast<uint8_t>(b));
+    if (std::isnan(v)) {
+      EXPECT_TRUE(b == 0x7f || b == 0xff) << b;
+      continue;
+    }
+    if (b == 0x80) continue;  // -0 writes as +0's sign-flipped twin: checked below
+    EXPECT_EQ(float_to_e4m3(v), b) << v;
+  }
+  EXPECT_EQ(float_to_e4m3(-0.0f), 0x80);
+  EXPECT_EQ(e4m3_to_float(0x7e), 448.0f);
+  EXPECT_EQ(e4m3_to_float(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(float_to_e4m3(1.0f), 0x38);
+  EXPECT_EQ(float_to_e4m3(1.0625f), 0x38) << "tie between 1 and 1.125: the even code";
+  EXPECT_EQ(float_to_e4m3(1.1875f), 0x3a) << "tie between 1.125 and 1.25: the even code";
+  EXPECT_EQ(float_to_e4m3(1.07f), 0x39);
+  EXPECT_EQ(float_to_e4m3(3.0f * std::ldexp(1.0f, -10)), 0x02) << "subnormal tie at 1.5 steps: 2 steps";
+  EXPECT_EQ(float_to_e4m3(500.0f), 0x7e);
+  EXPECT_EQ(float_to_e4m3(-1e30f), 0xfe);
+  EXPECT_EQ(float_to_e4m3(std::numeric_limits<float>::infinity()), 0x7e);
+}
+
+// f8 keeps one scale for the whole weight, max|w| / 448, in the tail of every row.
+TEST(WeightQuantize, F8StoresOneScaleForTheWholeWeight) {
+  const int64_t rows = 6, cols = 48;
+  std::vector<float> w = random_vector(static_cast<size_t>(rows * cols), 93, -0.5f, 0.5f);
+  w[static_cast<size_t>(4 * cols + 9)] = -7.0f;
+  EXPECT_FALSE(ir::weight_format_fits(WeightFormat::kF8E4M3, 40));
+  ASSERT_EQ(ir::weight_format_row_bytes(WeightFormat::kF8E4M3, cols), static_cast<size_t>(cols + 16));
+  std::vector<std::byte> stored(static_cast<size_t>(rows) * ir::weight_format_row_bytes(WeightFormat::kF8E4M3, cols));
+  ir::weight_quantize(WeightFormat::kF8E4M3, w.data(), rows, cols, stored.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::byte* tail = stored.data() + static_cast<size_t>(r * (cols + 16) + cols);
+    float s;
+    std::memcpy(&s, tail, sizeof(float));
+    EXPECT_EQ(s, 7.0f / 448.0f) << "row " << r;
+    for (int i = 4; i < 16; ++i) EXPECT_EQ(tail[i], std::byte{0}) << "row " << r;
+  }
+  std::vector<float> back(static_cast<size_t>(cols));
+  ir::weight_dequantize_row_at(WeightFormat::kF8E4M3, stored.data(), rows, cols, 4, back.data());
+  EXPECT_EQ(back[9], -7.0f) << "the largest weight is exact";
 }
 
 // Activation quantisation: every code path gives the same bytes, and |x - d q| <= d / 2.

@@ -34,11 +34,11 @@ using testing::rel_error;
 
 constexpr int64_t kSizes[] = {7, 83, 769, 5125};
 
-// Every weight format the CUDA backend reads: the float ones and the CPU's integer row formats.
+// Every weight format the CUDA backend reads: the float ones, the CPU's integer row formats and fp8.
 constexpr ir::WeightFormat kRowFormats[] = {
     ir::WeightFormat::kF32,        ir::WeightFormat::kF16,       ir::WeightFormat::kBF16,
     ir::WeightFormat::kI8Channel,  ir::WeightFormat::kI8Group32, ir::WeightFormat::kI8Group128,
-    ir::WeightFormat::kI4Group32,  ir::WeightFormat::kI4Group128};
+    ir::WeightFormat::kI4Group32,  ir::WeightFormat::kI4Group128, ir::WeightFormat::kF8E4M3};
 
 TEST(CudaElementwise, MatchesCpu) {
   KILN_REQUIRE_GPU();
@@ -272,10 +272,10 @@ TEST(CudaMatmul, EveryKernelMatchesDoubleReference) {
   };
   // Odd shapes take the scalar paths (and the integer group formats skip widths they cannot
   // store); 1024, 4096 and 512 take the vector ones, 96 the scalar path of the 32-groups (an odd
-  // block count).
+  // block count). fp8 products take n and k in multiples of 16 (others fall back to the fp8 gemm).
   const Shape shapes[] = {{1, 83, 769}, {3, 7, 83},    {7, 769, 5125}, {1, 130, 1024}, {9, 83, 769},
                           {83, 129, 96}, {200, 64, 5125}, {1, 33, 4096},  {5, 130, 4096}, {1, 7, 96},
-                          {9, 64, 512},  {130, 19, 1024}};
+                          {9, 64, 512},  {130, 19, 1024}, {37, 80, 1024}};
   for (ir::WeightFormat f : kRowFormats) {
     for (const Shape& s : shapes) {
       if (!ir::weight_format_fits(f, s.k)) continue;
@@ -296,9 +296,11 @@ TEST(CudaMatmul, EveryKernelMatchesDoubleReference) {
         // fp32 activations (and integer weights widened exactly): only summation order differs.
         // Rounded activations: fp16 2^-11, bf16 2^-8 per element (and for integer weights the
         // fp16 rounding of s * q), averaging over k terms. int8 activations (gemv_q8, m = 1):
-        // up to 1/254 of each run of 16's largest, averaging likewise.
+        // up to 1/254 of each run of 16's largest, averaging likewise. e4m3 activations
+        // (gemm_fp8): up to 2^-4 of each activation.
         const bool q8 = kern->algo == CudaMatmulAlgo::kGemvQ8 && s.m == 1;
-        const double tol = q8                                             ? 1e-2
+        const double tol = kern->algo == CudaMatmulAlgo::kGemmFp8         ? 8e-2
+                           : q8                                           ? 1e-2
                            : !cuda_matmul_kernel_rounds_activations(*kern) ? 1e-5
                            : f == ir::WeightFormat::kBF16                 ? 1.5e-2
                                                                           : 2e-3;
@@ -334,7 +336,8 @@ TEST(CudaMatmul, GemvWithSwigluMatchesProductThenSilu) {
         DeviceArray<float> dy(want.size());
         launch_gemv_silu_mul(f, dx.get(), s.m, s.k, dw.get(), s.inter, dbias.get(), dy.get(), nullptr, variant);
         // kQ8 quantises the activations of batch-1 steps of integer weights (see above).
-        const bool q8 = variant == GemvVariant::kQ8 && s.m == 1 && ir::weight_format_is_quantized(f);
+        const bool q8 = variant == GemvVariant::kQ8 && s.m == 1 && ir::weight_format_is_quantized(f) &&
+                        f != ir::WeightFormat::kF8E4M3;
         EXPECT_LE(rel_error(dy.download(), want), q8 ? 1e-2 : 1e-5)
             << ir::weight_format_name(f) << " m " << s.m << " inter " << s.inter << " k " << s.k << " variant "
             << static_cast<int>(variant);
@@ -411,6 +414,14 @@ TEST(CudaMatmul, KernelListsSplitDecodeFromPrefill) {
     EXPECT_EQ(prefill[0]->algo, CudaMatmulAlgo::kDequantSgemm) << "an untimed build keeps fp32 activations";
     EXPECT_TRUE(cuda_matmul_kernel_rounds_activations(*prefill[1]));
   }
+  const auto f8_decode = cuda_matmul_kernels(ir::WeightFormat::kF8E4M3, 1);
+  const auto f8_prefill = cuda_matmul_kernels(ir::WeightFormat::kF8E4M3, 128);
+  ASSERT_EQ(f8_decode.size(), 1u) << "no int8-activation gemv for fp8 weights";
+  EXPECT_EQ(f8_decode[0]->algo, CudaMatmulAlgo::kGemv);
+  ASSERT_EQ(f8_prefill.size(), 3u);
+  EXPECT_EQ(f8_prefill[0]->algo, CudaMatmulAlgo::kDequantSgemm) << "an untimed build keeps fp32 activations";
+  EXPECT_EQ(f8_prefill[2]->algo, CudaMatmulAlgo::kGemmFp8);
+  EXPECT_TRUE(cuda_matmul_kernel_rounds_activations(*f8_prefill[2]));
   EXPECT_TRUE(cuda_matmul_kernels(ir::WeightFormat::kF16Panel8, 128).empty());
   EXPECT_TRUE(cuda_matmul_kernels(ir::WeightFormat::kI4Group32Panel8, 1).empty());
 }

@@ -113,6 +113,20 @@ TEST_F(CliTest, TheKvCacheFollowsTheEnginesPrecisionUnlessToldOtherwise) {
   EXPECT_EQ(kv_line(kiln("bench " + f32 + bench + " --kv-cache-dtype bf16")), "kv cache bf16");
 }
 
+// fp8 weights are a GPU format, but an engine of them runs on the CPU too (widened to fp32).
+TEST_F(CliTest, Fp8EnginesBuildInspectAndRunOnTheCpu) {
+  const std::string f8 = path("f8.kiln");
+  Result built = kiln("build " + kGolden + "llama_gqa -o " + f8 + " --dtype fp8 --no-autotune");
+  ASSERT_EQ(built.status, 0) << built.out;
+  EXPECT_NE(built.out.find(", f8) in "), std::string::npos) << built.out;
+  Result inspect = kiln("inspect " + f8);
+  ASSERT_EQ(inspect.status, 0) << inspect.out;
+  EXPECT_NE(inspect.out.find("format=f8"), std::string::npos) << inspect.out;
+  EXPECT_NE(inspect.out.find("f8."), std::string::npos) << "the matmul kernels read f8: " << inspect.out;
+  Result run = kiln("eval " + f8 + " --ids 1,2,3 --generate 4");
+  EXPECT_EQ(run.status, 0) << run.out;
+}
+
 TEST_F(CliTest, DumpAfterPrintsTheGraph) {
   Result r = kiln("build " + kGolden + "gpt2 -o " + path("g.kiln") + " --no-autotune --dump-after fold_constants");
   ASSERT_EQ(r.status, 0) << r.out;
@@ -125,6 +139,7 @@ TEST_F(CliTest, BuildErrorsNameTheProblem) {
   expect_user_error(kiln("build " + path("nowhere") + " -o " + path("x.kiln")), "nowhere is not a directory");
   expect_user_error(kiln("build " + kGolden + "llama_gqa -o " + path("x.kiln") + " --dtype int3"), "--dtype");
   expect_user_error(kiln("build " + kGolden + "llama_gqa -o " + path("x.kiln") + " --dtype int4 --group 64"), "--group");
+  expect_user_error(kiln("build " + kGolden + "llama_gqa -o " + path("x.kiln") + " --dtype fp8 --group 32"), "--group");
   expect_user_error(kiln("build " + kGolden + "gpt2 -o " + path("x.kiln") + " --max-seq-len 100000"), "n_positions");
 
   auto more_layers = edited_checkpoint("llama_gqa", [](nlohmann::json& c) { c["num_hidden_layers"] = 3; });
