@@ -10,7 +10,8 @@
 #     SERVE=1, kiln serve on the GPU (the same KV cache) driven by kiln bench serve at concurrency
 #     1, 16 and 64; with PROFILE=1, the per-node profile of eager steps;
 #     with QUANT=1, batch-1 decode and the 2048-token prefill of weight-only int8 (per channel) and
-#     int4 (groups of 32 and of 128) engines built from the same checkpoint
+#     int4 (groups of 32 and of 128) engines and of an fp8 (e4m3) engine built from the same
+#     checkpoint
 # and, with PEERS set to a folder of PyTorch peer scripts (eager transformers, torch.compile), runs them beside it in the
 # same call so that both see the same clocks. Writes $OUT/kiln_cuda.json (+ the peers' JSON).
 #
@@ -85,12 +86,14 @@ if [ "${SERVE:-0}" = 1 ]; then  # kiln serve on the GPU (KV cache from --gpu-mem
   done
   kill "$server"; wait "$server" 2> /dev/null || true
 fi
-if [ "${QUANT:-0}" = 1 ]; then  # weight-only integer engines of the same checkpoint
-  for spec in int8:0 int4:32 int4:128; do
+if [ "${QUANT:-0}" = 1 ]; then  # integer and fp8 engines of the same checkpoint
+  for spec in ${QUANT_SPECS:-int8:0 int4:32 int4:128 fp8:0}; do
     dtype=${spec%:*} group=${spec#*:}
     qengine=$WORK/llama-2-7b-$dtype-g$group.kiln
+    group_flag=()
+    if [ "$dtype" != fp8 ]; then group_flag=(--group "$group"); fi
     t0=$(now)
-    "$KILN" build "$ckpt" -o "$qengine" --target cuda --dtype "$dtype" --group "$group" --max-batch-tokens 2048 2>&1 |
+    "$KILN" build "$ckpt" -o "$qengine" --target cuda --dtype "$dtype" "${group_flag[@]}" --max-batch-tokens 2048 2>&1 |
       tail -n 1
     echo "build $dtype group $group: $(since "$t0") s"
     "$KILN" bench "$qengine" --prompt 128 --decode 128 --repeat 3 | tee "$WORK/decode_${dtype}_g$group.txt"
@@ -144,7 +147,7 @@ for name in ("batch64", "offline"):
 res["prefill_2048_ms"] = 2048 / res["prefill_2048_tok_s"] * 1e3
 res["decode_bs1_bf16_kv_tok_s"] = grab(f"{work}/decode_bf16kv.txt", "decode")
 res["prefill_2048_bf16_kv_ms"] = 2048 / grab(f"{work}/prefill_bf16kv.txt", "prefill") * 1e3
-for spec in ("int8_g0", "int4_g32", "int4_g128"):
+for spec in ("int8_g0", "int4_g32", "int4_g128", "fp8_g0"):
     try:
         q = grab(f"{work}/decode_{spec}.txt", "decode")
     except FileNotFoundError:
