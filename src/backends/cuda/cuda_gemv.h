@@ -23,8 +23,9 @@ bool gemv_supports(ir::WeightFormat format);
 // Which kernel a product takes (the matmul kernels of cuda_matmul.h):
 //   kPlain  "gemv": four 16-byte loads in flight per lane; fp32 activations;
 //   kDeep   "gemv_deep": eight, for batch-1 steps of f16/bf16 weights;
-//   kQ8     "gemv_q8": for batch-1 steps of integer weights, the activations quantised to int8
-//           in runs of 16 (cuda_gemv_quant.h); other steps and formats as kPlain.
+//   kQ8     "gemv_q8" (integer weights) and "gemv_h2" (fp8): batch-1 steps over runs of 16
+//           activations quantised to int8, or scaled and rounded to fp16 (cuda_gemv_quant.h);
+//           other steps and formats as kPlain.
 enum class GemvVariant { kPlain, kDeep, kQ8 };
 
 // x: [m, k]; w: [n, k] in `format`; bias: [n] or nullptr; y: [m, n]. 1 <= m < kGemvMaxRows.

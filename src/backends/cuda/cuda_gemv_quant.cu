@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_gemv_quant.h"
 
+#include <cuda_fp16.h>
+
 #include "backends/cuda/cuda_launch.cuh"
 #include "backends/cuda/cuda_quant.cuh"
 
@@ -123,9 +125,66 @@ __device__ __forceinline__ void dot_chunks_q8(const QuantChunk* ch, const float*
   }
 }
 
+// A run of 16 activations scaled by a power of two 2^-e to below 1 in magnitude and rounded to fp16,
+// in pairs (elements 2i, 2i + 1 of the run in h[i]): x ~ d * h with d = 2^e.
+struct H2Run {
+  __half2 h[8];
+  float d;
+};
+
+// x: 16 floats, 16-byte aligned. e from max|x|'s exponent field (max|x| < 2^e), so an all-zero or
+// tiny run scales by at most 2^126.
+__device__ __forceinline__ H2Run halve_run(const float* x) {
+  float4 v[4];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) v[t] = __ldg(reinterpret_cast<const float4*>(x) + t);
+  float amax = 0.0f;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[t].x), fabsf(v[t].y)), fmaxf(fabsf(v[t].z), fabsf(v[t].w))));
+  }
+  const int e = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 126;
+  const float inv = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
+  H2Run r;
+  r.d = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    r.h[2 * t] = __floats2half2_rn(v[t].x * inv, v[t].y * inv);
+    r.h[2 * t + 1] = __floats2half2_rn(v[t].z * inv, v[t].w * inv);
+  }
+  return r;
+}
+
+// Two e4m3 bytes (the low 16 bits of v) as fp16, by the conversion instruction.
+__device__ __forceinline__ __half2 e4m3x2_to_half2(uint32_t v) {
+  return __half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v & 0xffffu), __NV_E4M3));
+}
+
+// acc[i][0] += (chunk i's fp8 weights . x[their elements]) for W weight rows that share their
+// columns, one activation row, in half2: the chunk's run of activations is halved once for all W
+// rows; each word of four weights is two conversions and two fused half2 products. The 16
+// products of a run, each below 448 in magnitude, are summed in fp16 (relative rounding 2^-11 a
+// step), then widened and scaled in fp32.
+template <F Fmt, int W>
+__device__ __forceinline__ void dot_chunks_h2(const QuantChunk* ch, const float* x, float (*acc)[1]) {
+  const H2Run run = halve_run(x + ch[0].e0);
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+    __half2 s = __float2half2_rn(0.0f);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      s = __hfma2(e4m3x2_to_half2(ch[i].q[t]), run.h[2 * t], s);
+      s = __hfma2(e4m3x2_to_half2(ch[i].q[t] >> 16), run.h[2 * t + 1], s);
+    }
+    const float2 f = __half22float2(s);
+    acc[i][0] += run.d * (f.x + f.y);
+  }
+}
+
 // RW output columns per warp (kGlu: each reads rows `col` (gate) and `col + n` (up) and writes
 // silu(gate) * up), as the float gemv (cuda_gemv.cu) otherwise: the lanes take the rows' chunks
-// in turn, U at a time. m <= M activation rows. kQ8 (M = 1): dot_chunks_q8 instead of fma_chunks.
+// in turn, U at a time. m <= M activation rows. kQ8 (M = 1): dot_chunks_q8 (integer weights) or
+// dot_chunks_h2 (fp8) instead of fma_chunks.
 // It lets the next kernel launch (cuda_launch.cuh) once its warps have read all their weights.
 template <F Fmt, int M, int RW, int U, bool kGlu, bool kQ8>
 __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(const float* x, int m, int64_t k, const uint8_t* w,
@@ -133,10 +192,10 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(const float* x, in
                                                               float* y) {
   wait_for_prior_kernels();
   using Q = QuantFormat<Fmt>;
-  static_assert(!kQ8 || M == 1, "the int8-activation path takes batch-1 steps");
-  static_assert(!kQ8 || !Q::kFp8, "dp4a multiplies integers");
+  static_assert(!kQ8 || M == 1, "the reduced-activation path takes batch-1 steps");
   constexpr int R = kGlu ? 2 : 1;
   constexpr int W = RW * R;  // weight rows per warp
+  constexpr float kUnit = kQ8 ? 1.0f : Q::kUnit;  // dot_chunks_h2 widens fp8 to its true values
   const int lane = threadIdx.x % 32;
   const int64_t col0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * RW;
   if (col0 >= n) return;
@@ -159,7 +218,9 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(const float* x, in
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      if constexpr (kQ8) {
+      if constexpr (kQ8 && Q::kFp8) {
+        dot_chunks_h2<Fmt, W>(ch[u], x, acc);
+      } else if constexpr (kQ8) {
         dot_chunks_q8<Fmt, W>(ch[u], x, acc);
       } else {
         fma_chunks<Fmt, M, W>(ch[u], x, k, m, acc);
@@ -170,7 +231,9 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(const float* x, in
     QuantChunk ch[W];
 #pragma unroll
     for (int i = 0; i < W; ++i) ch[i] = quant_load_chunk<Fmt>(wrow[i], c);
-    if constexpr (kQ8) {
+    if constexpr (kQ8 && Q::kFp8) {
+      dot_chunks_h2<Fmt, W>(ch, x, acc);
+    } else if constexpr (kQ8) {
       dot_chunks_q8<Fmt, W>(ch, x, acc);
     } else {
       fma_chunks<Fmt, M, W>(ch, x, k, m, acc);
@@ -183,7 +246,7 @@ __global__ void __launch_bounds__(kThreads) gemv_quant_kernel(const float* x, in
     if (col >= n) break;
     float row_scale[R];
 #pragma unroll
-    for (int j = 0; j < R; ++j) row_scale[j] = Q::kChannel ? quant_channel_scale(wrow[i * R + j], k) * Q::kUnit : 1.0f;
+    for (int j = 0; j < R; ++j) row_scale[j] = Q::kChannel ? quant_channel_scale(wrow[i * R + j], k) * kUnit : 1.0f;
 #pragma unroll
     for (int r = 0; r < M; ++r) {
       if (r >= m) break;
@@ -248,8 +311,8 @@ void launch_vec(const float* x, int64_t m, int64_t k, const uint8_t* w, size_t r
 }
 
 // Batch-1 steps: 4 weight rows a warp (2 SwiGLU columns), 2 chunks of each in flight per lane;
-// q8: over int8-quantised activations. Wider steps: one column a warp (its activations are M
-// float4 a word already).
+// q8: over int8-quantised (integer weights) or fp16 (fp8 weights) runs of activations. Wider
+// steps: one column a warp (its activations are M float4 a word already).
 template <F Fmt, bool kGlu>
 void launch_typed(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, const float* bias, float* y,
                   bool q8, cudaStream_t stream) {
@@ -259,10 +322,8 @@ void launch_typed(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_
     const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
     launch(gemv_quant_scalar_kernel<kGlu>, blocks, kThreads, 0, stream, Fmt, x, static_cast<int>(m), k, w, row_bytes,
            n, bias, y);
-  } else if (m == 1 && q8 && !QuantFormat<Fmt>::kFp8) {
-    if constexpr (!QuantFormat<Fmt>::kFp8) {
-      launch_vec<Fmt, 1, kGlu ? 2 : 4, 2, kGlu, true>(x, m, k, w, row_bytes, n, bias, y, stream);
-    }
+  } else if (m == 1 && q8) {
+    launch_vec<Fmt, 1, kGlu ? 2 : 4, 2, kGlu, true>(x, m, k, w, row_bytes, n, bias, y, stream);
   } else if (m == 1) {
     launch_vec<Fmt, 1, kGlu ? 2 : 4, 2, kGlu>(x, m, k, w, row_bytes, n, bias, y, stream);
   } else {

@@ -18,9 +18,12 @@ namespace kiln::cuda {
 bool gemv_quant_supports(ir::WeightFormat format);
 
 // As launch_gemv (glu = false) or launch_gemv_silu_mul (glu = true: w is [2n, k]). q8: batch-1
-// steps of integer weights quantise each lane's runs of 16 activations to int8 (scale max|x| / 127, rounded to
-// nearest) and multiply by dp4a: about a third of the instructions a weight of the float path,
-// at a relative error of about 1/254 of each run's largest activation.
+// steps of integer weights quantise each lane's runs of 16 activations to int8 (scale max|x| / 127,
+// rounded to nearest) and multiply by dp4a: about a third of the instructions a weight of the float
+// path, at a relative error of about 1/254 of each run's largest activation. Batch-1 steps of fp8
+// weights scale each run by a power of two to below 1, round it to fp16 and multiply in half2,
+// summing a run's 16 products in fp16: a quarter of the instructions, at a relative error of a few
+// 2^-11.
 void launch_gemv_quant(ir::WeightFormat format, bool glu, const float* x, int64_t m, int64_t k, const void* w,
                        int64_t n, const float* bias, float* y, cudaStream_t stream, bool q8 = false);
 

@@ -42,6 +42,7 @@ constexpr CudaMatmulKernel kKernels[] = {
     {"i4g128.cuda.sgemm", F::kI4Group128, A::kDequantSgemm},
     {"i4g128.cuda.gemm", F::kI4Group128, A::kDequantGemm},
     {"f8.cuda.gemv", F::kF8E4M3, A::kGemv},
+    {"f8.cuda.gemv_h2", F::kF8E4M3, A::kGemvQ8},
     {"f8.cuda.sgemm", F::kF8E4M3, A::kDequantSgemm},
     {"f8.cuda.gemm", F::kF8E4M3, A::kDequantGemm},
     {"f8.cuda.gemm_fp8", F::kF8E4M3, A::kGemmFp8},

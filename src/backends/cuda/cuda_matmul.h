@@ -19,8 +19,9 @@
 //               activations: listed first, what an untimed build takes;
 //   gemm        the weight widened to fp16 into scratch, then one tensor-core GEMM over
 //               activations rounded to fp16 (cuda_dequant.h).
-// fp8 weights (f8: e4m3, one scale a weight) have gemv, sgemm and gemm as the integer formats
-// (but no gemv_q8), and
+// fp8 weights (f8: e4m3, one scale a weight) have gemv, sgemm and gemm as the integer formats,
+//   gemv_h2     batch-1 steps over activations rounded to fp16 in runs of 16, products in half2
+//               (the gemv_q8 of fp8: algorithm kGemvQ8); timing picks it;
 //   gemm_fp8    one fp8 tensor-core GEMM through cuBLASLt over activations quantised to e4m3 with
 //               one scale a step (cuda_gemm_fp8.h): twice the fp16 rate; timing picks it.
 // Weights are stored in row formats; the panel layouts of the CPU are not read here. Plain C++: the build's kernel tuner lists them without a GPU.
@@ -36,7 +37,7 @@ namespace kiln::cuda {
 enum class CudaMatmulAlgo {
   kGemv,
   kGemvDeep,
-  kGemvQ8,  // integer weights, int8-quantised activations in batch-1 steps
+  kGemvQ8,  // batch-1 steps over reduced activations: int8 (integer weights), fp16 (fp8 weights)
   kGemmSplit,
   kGemmRounded,
   kGemmRoundedHalves,

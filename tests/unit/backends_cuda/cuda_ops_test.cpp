@@ -296,8 +296,9 @@ TEST(CudaMatmul, EveryKernelMatchesDoubleReference) {
         // fp32 activations (and integer weights widened exactly): only summation order differs.
         // Rounded activations: fp16 2^-11, bf16 2^-8 per element (and for integer weights the
         // fp16 rounding of s * q), averaging over k terms. int8 activations (gemv_q8, m = 1):
-        // up to 1/254 of each run of 16's largest, averaging likewise. e4m3 activations
-        // (gemm_fp8): up to 2^-4 of each activation.
+        // up to 1/254 of each run of 16's largest, averaging likewise; fp8's gemv_h2 (the same
+        // algorithm) fp16 activations and sums of 16. e4m3 activations (gemm_fp8): up to 2^-4 of
+        // each activation.
         const bool q8 = kern->algo == CudaMatmulAlgo::kGemvQ8 && s.m == 1;
         const double tol = kern->algo == CudaMatmulAlgo::kGemmFp8         ? 8e-2
                            : q8                                           ? 1e-2
@@ -335,9 +336,8 @@ TEST(CudaMatmul, GemvWithSwigluMatchesProductThenSilu) {
       for (GemvVariant variant : {GemvVariant::kPlain, GemvVariant::kDeep, GemvVariant::kQ8}) {
         DeviceArray<float> dy(want.size());
         launch_gemv_silu_mul(f, dx.get(), s.m, s.k, dw.get(), s.inter, dbias.get(), dy.get(), nullptr, variant);
-        // kQ8 quantises the activations of batch-1 steps of integer weights (see above).
-        const bool q8 = variant == GemvVariant::kQ8 && s.m == 1 && ir::weight_format_is_quantized(f) &&
-                        f != ir::WeightFormat::kF8E4M3;
+        // kQ8 reduces the activations of batch-1 steps of integer and fp8 weights (see above).
+        const bool q8 = variant == GemvVariant::kQ8 && s.m == 1 && ir::weight_format_is_quantized(f);
         EXPECT_LE(rel_error(dy.download(), want), q8 ? 1e-2 : 1e-5)
             << ir::weight_format_name(f) << " m " << s.m << " inter " << s.inter << " k " << s.k << " variant "
             << static_cast<int>(variant);
@@ -416,8 +416,9 @@ TEST(CudaMatmul, KernelListsSplitDecodeFromPrefill) {
   }
   const auto f8_decode = cuda_matmul_kernels(ir::WeightFormat::kF8E4M3, 1);
   const auto f8_prefill = cuda_matmul_kernels(ir::WeightFormat::kF8E4M3, 128);
-  ASSERT_EQ(f8_decode.size(), 1u) << "no int8-activation gemv for fp8 weights";
-  EXPECT_EQ(f8_decode[0]->algo, CudaMatmulAlgo::kGemv);
+  ASSERT_EQ(f8_decode.size(), 2u);
+  EXPECT_EQ(f8_decode[0]->algo, CudaMatmulAlgo::kGemv) << "an untimed build keeps fp32 activations";
+  EXPECT_EQ(f8_decode[1]->name, "f8.cuda.gemv_h2");
   ASSERT_EQ(f8_prefill.size(), 3u);
   EXPECT_EQ(f8_prefill[0]->algo, CudaMatmulAlgo::kDequantSgemm) << "an untimed build keeps fp32 activations";
   EXPECT_EQ(f8_prefill[2]->algo, CudaMatmulAlgo::kGemmFp8);
