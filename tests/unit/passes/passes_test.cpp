@@ -148,6 +148,14 @@ TEST(Passes, PrecisionFallsBackWhenGroupsDoNotFit) {
   EXPECT_EQ(g.weights().at("q.w").format, ir::WeightFormat::kI8Channel);
   EXPECT_EQ(g.weights().at("q.b").format, ir::WeightFormat::kF32);
   EXPECT_FALSE(notes.empty());
+
+  Graph f8 = decoder_like();
+  notes.clear();
+  ctx.options.matmul_format = ir::WeightFormat::kF8E4M3;  // K = 4 is not a multiple of 16 either
+  ASSERT_TRUE(run_assign_precision(f8, ctx));
+  EXPECT_EQ(f8.weights().at("q.w").format, ir::WeightFormat::kI8Channel);
+  ASSERT_FALSE(notes.empty());
+  EXPECT_NE(notes[0].find("f8 format's 16"), std::string::npos) << notes[0];
 }
 
 TEST(Passes, SimulatedQuantizationKeepsF32WithRoundedValues) {
