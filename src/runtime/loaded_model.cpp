@@ -22,9 +22,8 @@ KvCacheDtype LoadedModel::native_kv_cache_dtype() const {
   bool any = false;
   for (const ir::Node& node : graph_.nodes()) {
     if (node.op != "matmul") continue;
-    if (ir::weight_format_base(graph_.weight(node.inputs[1]).format) != ir::WeightFormat::kBF16) {
-      return KvCacheDtype::kF32;
-    }
+    const ir::WeightFormat base = ir::weight_format_base(graph_.weight(node.inputs[1]).format);
+    if (base != ir::WeightFormat::kBF16 && base != ir::WeightFormat::kF8E4M3) return KvCacheDtype::kF32;
     any = true;
   }
   return any ? KvCacheDtype::kBF16 : KvCacheDtype::kF32;

@@ -40,7 +40,9 @@ class LoadedModel {
   uint64_t weight_bytes() const { return weight_bytes_; }
   // The KV element that follows the model's precision (--kv-cache-dtype auto, as vLLM's): bf16
   // when every matrix product holds bf16 weights, as a framework running the checkpoint in bf16
-  // keeps its keys and values; fp32 otherwise (fp32 and fp16 weights, the integer formats).
+  // keeps its keys and values, or fp8 (or a mix of the two: rounding keys and values to bf16 costs
+  // far less than e4m3's 3 mantissa bits); fp32 otherwise (fp32 and fp16 weights, the integer
+  // formats).
   KvCacheDtype native_kv_cache_dtype() const;
 
  private:

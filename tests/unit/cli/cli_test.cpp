@@ -111,6 +111,10 @@ TEST_F(CliTest, TheKvCacheFollowsTheEnginesPrecisionUnlessToldOtherwise) {
   EXPECT_EQ(kv_line(kiln("bench " + bf16 + bench)), "kv cache bf16");
   EXPECT_EQ(kv_line(kiln("bench " + bf16 + bench + " --kv-cache-dtype fp32")), "kv cache fp32");
   EXPECT_EQ(kv_line(kiln("bench " + f32 + bench + " --kv-cache-dtype bf16")), "kv cache bf16");
+  const std::string f8 = path("f8kv.kiln");
+  built = kiln("build " + kGolden + "llama_gqa -o " + f8 + " --dtype fp8 --no-autotune");
+  ASSERT_EQ(built.status, 0) << built.out;
+  EXPECT_EQ(kv_line(kiln("bench " + f8 + bench)), "kv cache bf16") << "fp8 weights round far more than a bf16 cache";
 }
 
 // fp8 weights are a GPU format, but an engine of them runs on the CPU too (widened to fp32).
