@@ -155,11 +155,6 @@ __device__ __forceinline__ H2Run halve_run(const float* x) {
   return r;
 }
 
-// Two e4m3 bytes (the low 16 bits of v) as fp16, by the conversion instruction.
-__device__ __forceinline__ __half2 e4m3x2_to_half2(uint32_t v) {
-  return __half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v & 0xffffu), __NV_E4M3));
-}
-
 // acc[i][0] += (chunk i's fp8 weights . x[their elements]) for W weight rows that share their
 // columns, one activation row, in half2: the chunk's run of activations is halved once for all W
 // rows; each word of four weights is two conversions and two fused half2 products. The 16
@@ -173,8 +168,8 @@ __device__ __forceinline__ void dot_chunks_h2(const QuantChunk* ch, const float*
     __half2 s = __float2half2_rn(0.0f);
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
-      s = __hfma2(e4m3x2_to_half2(ch[i].q[t]), run.h[2 * t], s);
-      s = __hfma2(e4m3x2_to_half2(ch[i].q[t] >> 16), run.h[2 * t + 1], s);
+      s = __hfma2(quant_e4m3x2_half(ch[i].q[t]), run.h[2 * t], s);
+      s = __hfma2(quant_e4m3x2_half(ch[i].q[t] >> 16), run.h[2 * t + 1], s);
     }
     const float2 f = __half22float2(s);
     acc[i][0] += run.d * (f.x + f.y);

@@ -36,11 +36,11 @@ __device__ __forceinline__ float quant_half_at(const uint8_t* p) {
   return __half2float(__ushort_as_half(bits));
 }
 
-// Two e4m3 bytes (the low 16 bits of v) as floats.
-__device__ __forceinline__ float2 quant_e4m3x2(uint32_t v) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v & 0xffffu), __NV_E4M3);
-  return __half22float2(__half2(h));
+// Two e4m3 bytes (the low 16 bits of v) as fp16 or as floats, by the conversion instruction.
+__device__ __forceinline__ __half2 quant_e4m3x2_half(uint32_t v) {
+  return __half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v & 0xffffu), __NV_E4M3));
 }
+__device__ __forceinline__ float2 quant_e4m3x2(uint32_t v) { return __half22float2(quant_e4m3x2_half(v)); }
 
 // Weight (row r, column c) of a [rows, k] weight stored in an integer or fp8 row format; plain byte
 // reads, for any shape and alignment. row_bytes = weight_format_row_bytes(format, k).
