@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <string>
@@ -23,9 +24,11 @@ constexpr size_t kScaleBytes = kAlign;  // max|x| as bits; s_x 16 bytes in (cuBL
 
 size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
+// Grid-stride kernels take at most this many blocks: 16 deep on each of an H200's 132 multiprocessors.
+constexpr int64_t kMaxBlocks = 132 * 16;
+
 unsigned blocks_for(int64_t items) {
-  const int64_t b = (items + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 132 * 16 ? (b > 0 ? b : 1) : 132 * 16);
+  return static_cast<unsigned>(std::clamp<int64_t>((items + kThreads - 1) / kThreads, 1, kMaxBlocks));
 }
 
 // max|x| over n values into *amax_bits (a non-negative float's bits order as unsigned integers;

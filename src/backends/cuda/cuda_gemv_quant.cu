@@ -67,9 +67,8 @@ __device__ __forceinline__ int pack_int8(int a, int b, int c, int d) {
   return static_cast<int>(__byte_perm(ab, cd, 0x5410u));
 }
 
-// x: 16 floats, 16-byte aligned. Scale max|x| / 127, each value rounded to the nearest step.
-__device__ __forceinline__ Q8Run quantize_run(const float* x) {
-  float4 v[4];
+// x: 16 floats, 16-byte aligned, into v; returns their largest magnitude.
+__device__ __forceinline__ float load_run(const float* x, float4 (&v)[4]) {
 #pragma unroll
   for (int t = 0; t < 4; ++t) v[t] = __ldg(reinterpret_cast<const float4*>(x) + t);
   float amax = 0.0f;
@@ -77,6 +76,13 @@ __device__ __forceinline__ Q8Run quantize_run(const float* x) {
   for (int t = 0; t < 4; ++t) {
     amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[t].x), fabsf(v[t].y)), fmaxf(fabsf(v[t].z), fabsf(v[t].w))));
   }
+  return amax;
+}
+
+// x: 16 floats, 16-byte aligned. Scale max|x| / 127, each value rounded to the nearest step.
+__device__ __forceinline__ Q8Run quantize_run(const float* x) {
+  float4 v[4];
+  const float amax = load_run(x, v);
   Q8Run r;
   r.d = amax * (1.0f / 127.0f);
   const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
@@ -136,13 +142,7 @@ struct H2Run {
 // tiny run scales by at most 2^126.
 __device__ __forceinline__ H2Run halve_run(const float* x) {
   float4 v[4];
-#pragma unroll
-  for (int t = 0; t < 4; ++t) v[t] = __ldg(reinterpret_cast<const float4*>(x) + t);
-  float amax = 0.0f;
-#pragma unroll
-  for (int t = 0; t < 4; ++t) {
-    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[t].x), fabsf(v[t].y)), fmaxf(fabsf(v[t].z), fabsf(v[t].w))));
-  }
+  const float amax = load_run(x, v);
   const int e = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 126;
   const float inv = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
   H2Run r;
