@@ -4,8 +4,10 @@
 // backend uploads them once) and allocates its activation memory for steps of up to max_tokens
 // tokens. Each step, run_step() runs the whole graph over a ragged batch the executor has
 // validated and returns the logits in host memory, so that a backend can run a step as one
-// unit (a GPU backend captures and replays it as a graph). KV-cache storage is memory the
-// backend allocates (allocate()), held by the runtime's KvCache.
+// unit (a GPU backend captures and replays it as a graph); run_step_sampled() runs it and
+// chooses each row's next token (device_sampling.h), so that a backend that samples on its
+// device returns token ids only. KV-cache storage is memory the backend allocates (allocate()),
+// held by the runtime's KvCache.
 //
 // Ownership: the backend owns its kernels, weights copies and activation memory; the executor
 // owns the step's host-side arrays (StepView pointers) for the length of run_step(); the
@@ -16,10 +18,12 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "ir/graph.h"
 #include "runtime/device_buffer.h"
+#include "runtime/device_sampling.h"
 #include "runtime/kv_cache.h"
 
 namespace kiln::runtime {
@@ -59,6 +63,18 @@ class Backend {
   // Runs the prepared graph over one validated step; returns logits [num_rows, vocab] in host
   // memory, valid until the next call.
   virtual Expected<std::span<const float>> run_step(const StepView& step) = 0;
+  // Whether run_step_sampled() samples on the device (else it samples the host's copy of the
+  // logits, which is what callers with a Sampler of their own do better).
+  virtual bool samples_on_device() const { return false; }
+  // Runs the step and chooses one token per logits row as device_sampling.h says, with the
+  // validated `sampling` (one row per logits row). Returns [num_rows] token ids (-1: the row had
+  // no finite logit) in host memory, valid until the next call. The default runs run_step() and
+  // sample_row() on the host.
+  virtual Expected<std::span<const int32_t>> run_step_sampled(const StepView& step, const SamplingBatch& sampling);
+
+ private:
+  std::vector<float> sampled_logits_;  // the default run_step_sampled's scratch
+  std::vector<int32_t> sampled_ids_;
 };
 
 }  // namespace kiln::runtime

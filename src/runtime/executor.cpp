@@ -35,7 +35,7 @@ KvCacheSpec Executor::kv_cache_spec(int64_t num_blocks, int64_t block_size, KvCa
   return spec;
 }
 
-Expected<std::span<const float>> Executor::step(std::span<const SequenceStep> seqs, KvCache& cache) {
+Expected<StepView> Executor::prepare_step(std::span<const SequenceStep> seqs, KvCache& cache) {
   const ModelFacts& facts = model_.facts();
   if (seqs.empty()) return invalid_argument("a step needs at least one sequence");
   const KvCacheSpec& spec = cache.spec();
@@ -101,13 +101,30 @@ Expected<std::span<const float>> Executor::step(std::span<const SequenceStep> se
   view.context_len = context_len_.data();
   view.block_tables = tables_.data();
   view.kv_cache = &cache;
+  return view;
+}
+
+Expected<std::span<const float>> Executor::step(std::span<const SequenceStep> seqs, KvCache& cache) {
+  KILN_ASSIGN_OR_RETURN(const StepView view, prepare_step(seqs, cache));
   KILN_ASSIGN_OR_RETURN(std::span<const float> logits, backend_.run_step(view));
-  const auto expected = static_cast<size_t>(view.num_rows * facts.vocab_size);
+  const auto expected = static_cast<size_t>(view.num_rows * model_.facts().vocab_size);
   if (logits.size() != expected) {
     return internal_error("the backend returned " + std::to_string(logits.size()) + " logits for " +
                           std::to_string(expected));
   }
   return logits;
+}
+
+Expected<std::span<const int32_t>> Executor::step_sampled(std::span<const SequenceStep> seqs, KvCache& cache,
+                                                          const SamplingBatch& sampling) {
+  KILN_ASSIGN_OR_RETURN(const StepView view, prepare_step(seqs, cache));
+  KILN_RETURN_IF_ERROR(validate(sampling, view.num_rows, model_.facts().vocab_size));
+  KILN_ASSIGN_OR_RETURN(std::span<const int32_t> ids, backend_.run_step_sampled(view, sampling));
+  if (static_cast<int64_t>(ids.size()) != view.num_rows) {
+    return internal_error("the backend returned " + std::to_string(ids.size()) + " tokens for " +
+                          std::to_string(view.num_rows) + " rows");
+  }
+  return ids;
 }
 
 }  // namespace kiln::runtime

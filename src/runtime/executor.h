@@ -31,6 +31,12 @@ class Executor {
   // Runs the step and returns logits [rows, vocab]: for each sequence in order, one row per new
   // token if all_logits, else one row for its last token. The span is valid until the next step.
   Expected<std::span<const float>> step(std::span<const SequenceStep> seqs, KvCache& cache);
+  // Runs the step and chooses one token per logits row (device_sampling.h) with `sampling`, one
+  // row for each; returns the ids (-1: a row with no finite logit), valid until the next step.
+  Expected<std::span<const int32_t>> step_sampled(std::span<const SequenceStep> seqs, KvCache& cache,
+                                                  const SamplingBatch& sampling);
+  // Whether step_sampled() samples on the backend's device, so that only ids leave it.
+  bool samples_on_device() const { return backend_.samples_on_device(); }
 
   // A KV cache spec for this model holding `num_blocks` blocks.
   KvCacheSpec kv_cache_spec(int64_t num_blocks, int64_t block_size = 16, KvCacheDtype dtype = KvCacheDtype::kF32) const;
@@ -44,6 +50,8 @@ class Executor {
 
  private:
   Executor(const LoadedModel& model, Backend& backend);
+  // Validates the step and lays it out in the members below.
+  Expected<StepView> prepare_step(std::span<const SequenceStep> seqs, KvCache& cache);
 
   const LoadedModel& model_;
   Backend& backend_;

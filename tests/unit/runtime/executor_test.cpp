@@ -42,7 +42,9 @@ class RecordingBackend : public Backend {
     ++runs;
     last_tokens = step.num_tokens;
     last_rows = step.num_rows;
+    // Row r's largest logit is at token (3 r + 5) mod vocab.
     logits.assign(static_cast<size_t>(step.num_rows * vocab), 0.0f);
+    for (int64_t r = 0; r < step.num_rows; ++r) logits[static_cast<size_t>(r * vocab + (3 * r + 5) % vocab)] = 1.0f;
     return std::span<const float>(logits);
   }
   size_t nodes = 0, runs = 0;
@@ -122,6 +124,32 @@ TEST_F(ExecutorTest, BadStepsAreRejectedWithoutRunningAnything) {
     EXPECT_NE(st.message().find(c.expect), std::string::npos) << st.message();
     EXPECT_EQ(backend_.runs, before);
   }
+}
+
+TEST_F(ExecutorTest, SampledStepsChooseEachRowsTokenAndCheckTheirRows) {
+  SequenceStep s;
+  const std::vector<int32_t> tokens = {1, 2, 3};
+  const std::vector<int32_t> table = {0};
+  s.tokens = tokens;
+  s.block_table = table;
+  s.all_logits = true;
+  SamplingBatch batch;
+  for (int r = 0; r < 3; ++r) batch.add_row();
+  auto ids = executor_->step_sampled({&s, 1}, *cache_, batch);
+  ASSERT_TRUE(ids) << ids.status().message();
+  EXPECT_EQ(std::vector<int32_t>(ids->begin(), ids->end()), (std::vector<int32_t>{5, 8, 11}));
+  EXPECT_FALSE(executor_->samples_on_device());
+
+  const size_t before = backend_.runs;
+  batch.rows.pop_back();
+  auto too_few = executor_->step_sampled({&s, 1}, *cache_, batch);
+  ASSERT_FALSE(too_few);
+  EXPECT_NE(too_few.status().message().find("3 logits rows but 2 sampling rows"), std::string::npos);
+  batch.add_row().uniform = 1.0;
+  auto bad_draw = executor_->step_sampled({&s, 1}, *cache_, batch);
+  ASSERT_FALSE(bad_draw);
+  EXPECT_NE(bad_draw.status().message().find("sampling row 2: uniform"), std::string::npos);
+  EXPECT_EQ(backend_.runs, before);
 }
 
 TEST_F(ExecutorTest, ACacheForAnotherModelIsRejected) {

@@ -13,6 +13,7 @@
 #include "llm/generation/logprobs.h"
 #include "llm/generation/sampler.h"
 #include "llm/generation/sampling_params.h"
+#include "support/sampling_reference.h"
 
 namespace kiln::llm {
 namespace {
@@ -85,52 +86,7 @@ double chi_square_p_value(const std::vector<int64_t>& counts, const std::vector<
   return gamma_q(degrees_of_freedom / 2.0, statistic / 2.0);
 }
 
-// The transformers warpers in double precision, written from their documented rules:
-// temperature, then top-k, then top-p (sort ascending, drop tokens whose cumulative probability
-// is <= 1 - top_p, keep at least one), then min-p (drop p < min_p * max p). Returns the final
-// distribution over all tokens.
-std::vector<double> reference_probs(const std::vector<float>& logits, double temperature, int top_k = 0,
-                                    double top_p = 1.0, double min_p = 0.0) {
-  const size_t n = logits.size();
-  std::vector<double> scores(n);
-  for (size_t i = 0; i < n; ++i) scores[i] = logits[i] / temperature;
-  const double neg_inf = -std::numeric_limits<double>::infinity();
-  auto softmax = [&] {
-    const double max = *std::max_element(scores.begin(), scores.end());
-    std::vector<double> p(n);
-    double sum = 0.0;
-    for (size_t i = 0; i < n; ++i) sum += p[i] = std::exp(scores[i] - max);
-    for (double& v : p) v /= sum;
-    return p;
-  };
-  if (top_k > 0 && static_cast<size_t>(top_k) < n) {
-    std::vector<double> sorted = scores;
-    std::sort(sorted.rbegin(), sorted.rend());
-    const double kth = sorted[static_cast<size_t>(top_k) - 1];
-    for (double& s : scores) {
-      if (s < kth) s = neg_inf;
-    }
-  }
-  if (top_p < 1.0) {
-    const std::vector<double> p = softmax();
-    std::vector<size_t> ascending(n);
-    std::iota(ascending.begin(), ascending.end(), 0);
-    std::sort(ascending.begin(), ascending.end(), [&](size_t a, size_t b) { return p[a] < p[b]; });
-    double cumulative = 0.0;
-    for (size_t j = 0; j + 1 < n; ++j) {
-      cumulative += p[ascending[j]];
-      if (cumulative <= 1.0 - top_p) scores[ascending[j]] = neg_inf;
-    }
-  }
-  if (min_p > 0.0) {
-    const std::vector<double> p = softmax();
-    const double top = *std::max_element(p.begin(), p.end());
-    for (size_t i = 0; i < n; ++i) {
-      if (p[i] < min_p * top) scores[i] = neg_inf;
-    }
-  }
-  return softmax();
-}
+using kiln::testing::reference_probs;
 
 SamplingParams seeded(uint64_t seed) {
   SamplingParams p;
