@@ -26,19 +26,35 @@ Expected<GenerationResult> Generator::generate(std::span<const int32_t> prompt, 
     if (on_text) on_text(text);
   };
 
-  KILN_ASSIGN_OR_RETURN(std::vector<float> logits, runner.feed(prompt, false));
+  // The next token after `tokens`: chosen by the backend on its device when it can, else
+  // sampled here from the logits.
+  const bool on_device = executor_.samples_on_device() && sampler.device_capable();
+  runtime::SamplingBatch sampling;
+  auto next_after = [&](std::span<const int32_t> tokens) -> Expected<int32_t> {
+    if (on_device) {
+      sampling.clear();
+      sampler.add_device_row(sampling);
+      KILN_ASSIGN_OR_RETURN(const int32_t token, runner.feed_sampled(tokens, sampling));
+      if (token < 0) return no_token_to_sample();
+      return token;
+    }
+    KILN_ASSIGN_OR_RETURN(std::vector<float> logits, runner.feed(tokens, false));
+    KILN_ASSIGN_OR_RETURN(Sampler::Choice choice, sampler.sample(logits));
+    return choice.token;
+  };
+
+  KILN_ASSIGN_OR_RETURN(int32_t token, next_after(prompt));
   Clock::time_point first_token;
   bool stopped_by_string = false;
   while (true) {
-    KILN_ASSIGN_OR_RETURN(Sampler::Choice choice, sampler.sample(logits));
     if (stop.num_tokens() == 0) {
       first_token = Clock::now();
       result.time_to_first_token_s = std::chrono::duration<double>(first_token - start).count();
     }
-    sampler.accept(choice.token);
-    KILN_ASSIGN_OR_RETURN(std::string piece, detok.push(choice.token));
-    StopMatcher::Step step = stop.append(choice.token, piece);
-    if (!step.stop_token) result.tokens.push_back(choice.token);
+    sampler.accept(token);
+    KILN_ASSIGN_OR_RETURN(std::string piece, detok.push(token));
+    StopMatcher::Step step = stop.append(token, piece);
+    if (!step.stop_token) result.tokens.push_back(token);
     emit(step.text);
     if (step.finish != FinishReason::kNone) {
       result.finish = step.finish;
@@ -50,7 +66,7 @@ Expected<GenerationResult> Generator::generate(std::span<const int32_t> prompt, 
       emit(std::string(stop.held_text()));
       break;
     }
-    KILN_ASSIGN_OR_RETURN(logits, runner.feed({&choice.token, 1}, false));
+    KILN_ASSIGN_OR_RETURN(token, next_after({&token, 1}));
   }
   if (!stopped_by_string) emit(detok.finish());
   const double decode_s = std::chrono::duration<double>(Clock::now() - first_token).count();

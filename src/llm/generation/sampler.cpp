@@ -27,6 +27,11 @@ uint64_t mix64(uint64_t z) {
 
 }  // namespace
 
+Status no_token_to_sample() {
+  return invalid_argument("no token can be sampled: every logit is -inf or NaN after logit bias and penalties "
+                          "(the model produced no finite logit)");
+}
+
 Sampler::Sampler(SamplingParams params, std::span<const int32_t> prompt_tokens) : params_(std::move(params)) {
   if (params_.repetition_penalty != 1.0f) {
     prompt_distinct_.assign(prompt_tokens.begin(), prompt_tokens.end());
@@ -42,6 +47,40 @@ Sampler::Sampler(SamplingParams params, std::span<const int32_t> prompt_tokens) 
 }
 
 void Sampler::accept(int32_t token) { ++generated_counts_[token]; }
+
+void Sampler::add_device_row(runtime::SamplingBatch& batch) {
+  KILN_CHECK(device_capable());
+  runtime::RowSampling& row = batch.add_row();
+  row.temperature = params_.temperature;
+  row.top_k = params_.top_k;
+  row.top_p = params_.top_p;
+  row.min_p = params_.min_p;
+  row.repetition_penalty = params_.repetition_penalty;
+  row.presence_penalty = params_.presence_penalty;
+  row.frequency_penalty = params_.frequency_penalty;
+  for (const auto& [token, bias] : params_.logit_bias) {
+    batch.bias_tokens.push_back(token);
+    batch.bias_values.push_back(bias);
+  }
+  row.bias_count = static_cast<int32_t>(params_.logit_bias.size());
+  const auto add_penalty = [&](int32_t token, int32_t count) {
+    batch.penalty_tokens.push_back(token);
+    batch.penalty_counts.push_back(count);
+    ++row.penalty_count;
+  };
+  if (params_.repetition_penalty != 1.0f) {
+    for (int32_t token : prompt_distinct_) {
+      const auto it = generated_counts_.find(token);
+      add_penalty(token, it == generated_counts_.end() ? 0 : it->second);
+    }
+    for (const auto& [token, count] : generated_counts_) {
+      if (!std::binary_search(prompt_distinct_.begin(), prompt_distinct_.end(), token)) add_penalty(token, count);
+    }
+  } else if (params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f) {
+    for (const auto& [token, count] : generated_counts_) add_penalty(token, count);
+  }
+  if (params_.temperature > 0.0f) row.uniform = next_uniform();
+}
 
 double Sampler::next_uniform() {
   ++draw_counter_;
@@ -93,8 +132,7 @@ Expected<Sampler::Choice> Sampler::sample(std::span<const float> logits) {
   const size_t argmax = static_cast<size_t>(std::max_element(adjusted_.begin(), adjusted_.end()) - adjusted_.begin());
   const float max_logit = adjusted_[argmax];
   if (max_logit == -kInf) {
-    return invalid_argument("no token can be sampled: every logit is -inf or NaN after logit bias and penalties "
-                            "(the model produced no finite logit)");
+    return no_token_to_sample();
   }
 
   Choice choice;

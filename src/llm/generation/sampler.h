@@ -26,6 +26,12 @@
 // Logprobs (params.logprobs >= 0) are those of logprobs.h: the raw model distribution before
 // step 1, not the distribution that was sampled from.
 //
+// Device sampling (runtime/device_sampling.h): add_device_row() describes the next choice for a
+// backend that samples on its device, with the next random draw, and accept() then records the
+// token it returns. The device draws from the same distribution by the same steps, but may map a
+// given draw to another token (it walks candidates in id order), so a seed reproduces its tokens
+// on the same kind of backend. Logprobs need the logits on the host: no device row for them.
+//
 // Randomness: draw number n of a seeded Sampler is a pure function of (seed, n), counter-based
 // (SplitMix64 output function over a Weyl sequence), so a sequence's tokens depend only on its seed
 // and its own logits, never on the rest of the batch. Without a seed, the key comes from
@@ -41,8 +47,12 @@
 #include "base/status.h"
 #include "llm/generation/logprobs.h"
 #include "llm/generation/sampling_params.h"
+#include "runtime/device_sampling.h"
 
 namespace kiln::llm {
+
+// The error of a row with no token left to sample.
+Status no_token_to_sample();
 
 class Sampler {
  public:
@@ -59,6 +69,12 @@ class Sampler {
 
   // logits: [vocab], not modified. Each call with temperature > 0 uses the next random draw.
   Expected<Choice> sample(std::span<const float> logits);
+
+  // Whether add_device_row() can describe this sampler's choices (it has no logprobs to report).
+  bool device_capable() const { return params_.logprobs < 0; }
+  // Appends this step's choice to `batch` as one row (its bias and penalty lists included); a
+  // temperature above 0 takes the next random draw, as sample() would. device_capable() only.
+  void add_device_row(runtime::SamplingBatch& batch);
 
   // Records a generated token for the penalties of later steps.
   void accept(int32_t token);

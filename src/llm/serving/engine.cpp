@@ -70,6 +70,7 @@ struct ServingEngine::Impl {
   void sweep();
   bool run_step(Clock::time_point iteration_start);
   void sample_all(std::span<const float> logits);
+  void take_chosen(std::span<const int32_t> ids);
   void process(size_t index, std::span<const float> rows);
   void add_further_choices(RequestState& r);
   void finish_choice(ChoiceState& c);
@@ -105,7 +106,8 @@ struct ServingEngine::Impl {
   std::vector<std::shared_ptr<ResponseStream>> incoming;
   std::vector<ScheduledChunk> chunks;
   std::vector<runtime::SequenceStep> steps;
-  // The step's sampled rows, one entry a chunk (sample_all), applied in chunk order by process().
+  runtime::SamplingBatch sampling;  // the step's rows, when the backend samples on its device
+  // The step's sampled rows, one entry a chunk (sample_all or take_chosen), applied in chunk order by process().
   struct Sampled {
     std::optional<Expected<int32_t>> token;  // empty: the chunk samples nothing, or its request had ended
     RequestEvent event;
@@ -411,14 +413,38 @@ bool ServingEngine::Impl::run_step(Clock::time_point iteration_start) {
     mark_started(*static_cast<ChoiceState&>(seq).request, iteration_start);
   }
 
+  // The backend chooses the tokens when it can sample on its device and no row of the step
+  // needs its logits on the host (prompt logprobs, token logprobs).
+  const bool on_device = executor.samples_on_device() && std::all_of(chunks.begin(), chunks.end(), [](const auto& c) {
+    const ChoiceState& choice = static_cast<const ChoiceState&>(*c.seq);
+    return !c.all_logits && (!c.samples || choice.request->ended || choice.emitter->device_capable());
+  });
+  if (on_device) {
+    sampling.clear();
+    for (const ScheduledChunk& chunk : chunks) {
+      ChoiceState& c = static_cast<ChoiceState&>(*chunk.seq);
+      if (chunk.samples && !c.request->ended) {
+        c.emitter->add_device_row(sampling);
+      } else {
+        sampling.add_row();  // a greedy row nobody reads
+      }
+    }
+  }
+
   const auto step_start = Clock::now();
-  Expected<std::span<const float>> logits = executor.step(steps, *cache);
+  Expected<std::span<const float>> logits = std::span<const float>();
+  Expected<std::span<const int32_t>> ids = std::span<const int32_t>();
+  if (on_device) {
+    ids = executor.step_sampled(steps, *cache, sampling);
+  } else {
+    logits = executor.step(steps, *cache);
+  }
   const auto step_end = Clock::now();
   const double step_seconds = seconds_between(step_start, step_end);
-  if (!logits) {
+  if (!logits || !ids) {
     // The executor checks every step before it touches the cache; a refusal means one of these
     // requests carries something the model cannot run. They end; the others carry on.
-    const std::string message = "the model step failed: " + logits.status().message();
+    const std::string message = "the model step failed: " + (on_device ? ids.status() : logits.status()).message();
     for (const ScheduledChunk& chunk : chunks) {
       RequestState& r = *static_cast<ChoiceState&>(*chunk.seq).request;
       if (!r.ended) end_with_error(r, message);
@@ -433,14 +459,18 @@ bool ServingEngine::Impl::run_step(Clock::time_point iteration_start) {
     first_rows.push_back(row);
     row += logit_rows(chunk);
   }
-  sample_all(*logits);
+  if (on_device) {
+    take_chosen(*ids);
+  } else {
+    sample_all(*logits);
+  }
   const auto v = static_cast<size_t>(vocab);
   for (size_t i = 0; i < chunks.size(); ++i) {
     const ScheduledChunk& chunk = chunks[i];
     RequestState& r = *static_cast<ChoiceState&>(*chunk.seq).request;
     if (!r.ended) {
       try {
-        process(i, logits->subspan(first_rows[i] * v, logit_rows(chunk) * v));
+        process(i, on_device ? std::span<const float>() : logits->subspan(first_rows[i] * v, logit_rows(chunk) * v));
       } catch (const std::exception& e) {
         if (!r.ended) end_with_error(r, std::string("internal error in the serving engine: ") + e.what());
       }
@@ -481,6 +511,24 @@ void ServingEngine::Impl::sample_all(std::span<const float> logits) {
       out.event = RequestEvent{};
       out.event.choice = c.index;
       out.token = c.emitter->step(logits.subspan(last * v, v), out.event);
+    } catch (const std::exception& e) {
+      out.token = Status(StatusCode::kInternal, std::string("internal error in the serving engine: ") + e.what());
+    }
+  }
+}
+
+void ServingEngine::Impl::take_chosen(std::span<const int32_t> ids) {
+  sampled.resize(chunks.size());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ScheduledChunk& chunk = chunks[i];
+    ChoiceState& c = static_cast<ChoiceState&>(*chunk.seq);
+    Sampled& out = sampled[i];
+    out.token.reset();
+    if (!chunk.samples || c.request->ended) continue;
+    try {
+      out.event = RequestEvent{};
+      out.event.choice = c.index;
+      out.token = c.emitter->step_chosen(ids[first_rows[i]], out.event);
     } catch (const std::exception& e) {
       out.token = Status(StatusCode::kInternal, std::string("internal error in the serving engine: ") + e.what());
     }

@@ -6,6 +6,9 @@
 //   decode tokens of running sequences and chunks of prompts (chunked prefill); run one
 //   Executor::step over that ragged batch; sample, detokenise and stop-match each sequence that
 //   finished its prompt; push the resulting events to each request's ResponseStream.
+// Sampling: when the backend samples on its device (a GPU backend) and no row of the step needs
+// its logits on the host (logprobs), the step is Executor::step_sampled and only token ids come
+// back; otherwise each choice's Sampler samples its logits row, the rows in parallel.
 // When blocks run out, the newest running sequence is preempted (its blocks freed) and
 // recomputed later; its output is the same as if it had never been preempted.
 //

@@ -77,6 +77,18 @@ Expected<int32_t> TokenEmitter::step(std::span<const float> logits, RequestEvent
     logprob = choice.logprob;
     top = std::move(choice.top);
   }
+  return emit(token, logprob, std::move(top), event);
+}
+
+Expected<int32_t> TokenEmitter::step_chosen(int32_t token, RequestEvent& event) {
+  KILN_CHECK(!finished());
+  if (token < 0) return no_token_to_sample();
+  sampler_.accept(token);
+  return emit(token, std::nullopt, {}, event);
+}
+
+Expected<int32_t> TokenEmitter::emit(int32_t token, std::optional<float> logprob, std::vector<TokenLogprob> top,
+                                     RequestEvent& event) {
   ++num_generated_;
   KILN_ASSIGN_OR_RETURN(std::string piece, decoder_.push(token));
   StopMatcher::Step s = stop_.append(token, piece);

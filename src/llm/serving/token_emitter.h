@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -35,10 +36,22 @@ class TokenEmitter {
   // token the tokenizer cannot decode) end the choice in the caller's hands.
   Expected<int32_t> step(std::span<const float> logits, RequestEvent& event);
 
+  // Device sampling (runtime/device_sampling.h): a choice without logprobs can have its token
+  // chosen by the backend. add_device_row() appends its row for this step; step_chosen() then
+  // takes the token the backend returned (-1: the row had no finite logit) and does the rest of
+  // step().
+  bool device_capable() const { return sampler_.device_capable(); }
+  void add_device_row(runtime::SamplingBatch& batch) { sampler_.add_device_row(batch); }
+  Expected<int32_t> step_chosen(int32_t token, RequestEvent& event);
+
   bool finished() const { return finish_ != FinishReason::kNone; }
   int32_t num_generated() const { return num_generated_; }
 
  private:
+  // The rest of step() once the token is chosen.
+  Expected<int32_t> emit(int32_t token, std::optional<float> logprob, std::vector<TokenLogprob> top,
+                         RequestEvent& event);
+
   Sampler sampler_;
   StopMatcher stop_;
   StreamDecoder decoder_;

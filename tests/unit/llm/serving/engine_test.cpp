@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <thread>
@@ -17,11 +18,35 @@
 #include "engine/engine_builder.h"
 #include "llm/generation/generator.h"
 #include "runtime/sequence_runner.h"
+#include "unit/llm/serving/serving_test_support.h"
 
 namespace kiln::llm {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A CPU backend that says it samples on its device: its run_step_sampled() is the Backend
+// default (device sampling's host reference), so the serving engine and the generator take the
+// path they take on a GPU.
+class DeviceSamplingCpuBackend final : public runtime::Backend {
+ public:
+  std::string target() const override { return cpu_.target(); }
+  Status check_target(const std::string& t) const override { return cpu_.check_target(t); }
+  Status prepare(const runtime::LoadedModel& m, int64_t n) override { return cpu_.prepare(m, n); }
+  Expected<std::unique_ptr<runtime::DeviceBuffer>> allocate(size_t bytes) override { return cpu_.allocate(bytes); }
+  bool supports_kv_cache_dtype(runtime::KvCacheDtype d) const override { return cpu_.supports_kv_cache_dtype(d); }
+  Expected<std::span<const float>> run_step(const runtime::StepView& step) override { return cpu_.run_step(step); }
+  bool samples_on_device() const override { return true; }
+  Expected<std::span<const int32_t>> run_step_sampled(const runtime::StepView& step,
+                                                      const runtime::SamplingBatch& sampling) override {
+    ++sampled_steps;
+    return Backend::run_step_sampled(step, sampling);
+  }
+  std::atomic<int64_t> sampled_steps{0};
+
+ private:
+  cpu::CpuBackend cpu_;
+};
 
 // The demo model, loaded once per process; tests take turns with its executor.
 class Demo {
@@ -43,10 +68,23 @@ class Demo {
     return ids ? *ids : std::vector<int32_t>{};
   }
 
+  // The same model on DeviceSamplingCpuBackend, made on first use.
+  runtime::Executor& device_sampling_executor() {
+    if (device_sampling_executor_ == nullptr) {
+      auto ex = runtime::Executor::create(*model_, device_sampling_backend_);
+      EXPECT_TRUE(ex) << ex.status().message();
+      if (ex) device_sampling_executor_ = std::move(*ex);
+    }
+    return *device_sampling_executor_;
+  }
+  int64_t device_sampled_steps() const { return device_sampling_backend_.sampled_steps; }
+
   // One sequence alone through Generator, on a cache of its own: the reference.
-  GenerationResult alone(const std::vector<int32_t>& prompt, const SamplingParams& params) {
-    runtime::KvCache cache(executor_->kv_cache_spec(64, 16));
-    Generator gen(*executor_, cache, *tokenizer_, vocab());
+  GenerationResult alone(const std::vector<int32_t>& prompt, const SamplingParams& params,
+                         runtime::Executor* executor = nullptr) {
+    if (executor == nullptr) executor = executor_.get();
+    runtime::KvCache cache(executor->kv_cache_spec(64, 16));
+    Generator gen(*executor, cache, *tokenizer_, vocab());
     auto r = gen.generate(prompt, params, eos(), nullptr);
     EXPECT_TRUE(r) << r.status().message();
     return r ? *r : GenerationResult{};
@@ -99,6 +137,8 @@ class Demo {
   std::unique_ptr<runtime::LoadedModel> model_;
   cpu::CpuBackend backend_;
   std::unique_ptr<runtime::Executor> executor_;
+  DeviceSamplingCpuBackend device_sampling_backend_;
+  std::unique_ptr<runtime::Executor> device_sampling_executor_;
   std::unique_ptr<Tokenizer> tokenizer_;
 };
 
@@ -177,12 +217,7 @@ bool wait_for_stats(const ServingEngine& engine, Pred pred) {
   return false;
 }
 
-SamplingParams greedy(int32_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  return p;
-}
+using testing::greedy;
 
 GenerationRequest make_request(std::vector<int32_t> prompt, SamplingParams params) {
   GenerationRequest r;
@@ -219,11 +254,12 @@ class ServingEngineTest : public ::testing::Test {
   }
   Demo& demo() { return Demo::get(); }
 
-  std::unique_ptr<ServingEngine> make_engine(ServingOptions options) {
+  std::unique_ptr<ServingEngine> make_engine(ServingOptions options, runtime::Executor* executor = nullptr) {
+    if (executor == nullptr) executor = &demo().executor();
     options.on_engine_thread_start = [] { cpu::cpu_set_threads(1); };
     // 128 blocks (8 full-length sequences) rather than the default's 2048: quicker to set up.
-    if (options.kv_cache_bytes == 0) options.kv_cache_bytes = 128 * demo().executor().kv_cache_spec(1, 16).bytes();
-    auto e = ServingEngine::create(demo().executor(), demo().tokenizer(), demo().eos(), options);
+    if (options.kv_cache_bytes == 0) options.kv_cache_bytes = 128 * executor->kv_cache_spec(1, 16).bytes();
+    auto e = ServingEngine::create(*executor, demo().tokenizer(), demo().eos(), options);
     EXPECT_TRUE(e) << e.status().message();
     return e ? std::move(*e) : nullptr;
   }
@@ -338,6 +374,68 @@ std::vector<Outcome> run_shared_prefix(ServingEngine& engine, Demo& demo) {
   }
   for (auto& s : streams) out.push_back(collect(*s));
   return out;
+}
+
+// On a backend that samples on its device, greedy requests (with bias and penalties too) give
+// the host sampler's tokens, and a request with logprobs still gets them (the steps it shares
+// fall back to logits on the host).
+TEST_F(ServingEngineTest, DeviceSamplingKeepsGreedyTokensAndLogprobs) {
+  std::vector<SamplingParams> params(6, greedy(24));
+  params[1].repetition_penalty = 1.3f;
+  params[2].presence_penalty = 1.5f;
+  params[2].frequency_penalty = 0.5f;
+  params[3].logit_bias = {{demo().encode("the").back(), 3.0f}};
+  params[4].logprobs = 2;
+  params[4].max_tokens = 4;  // the steps after it finishes sample on the device
+  auto engine = make_engine({}, &demo().device_sampling_executor());
+  ASSERT_NE(engine, nullptr);
+  const int64_t before = demo().device_sampled_steps();
+  std::vector<std::shared_ptr<ResponseStream>> streams;
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto s = engine->submit(make_request(demo().encode(kTexts[i]), params[i]));
+    ASSERT_TRUE(s) << s.status().message();
+    streams.push_back(*s);
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    const Outcome o = collect(*streams[i]);
+    ASSERT_TRUE(o.finished) << o.error;
+    const GenerationResult expected = demo().alone(demo().encode(kTexts[i]), params[i]);
+    EXPECT_EQ(o.tokens[0], expected.tokens) << kTexts[i];
+    EXPECT_EQ(o.text[0], expected.text) << kTexts[i];
+  }
+  EXPECT_GT(demo().device_sampled_steps(), before);
+}
+
+// Device sampling draws each row from the sequence's own seeded generator: the engine's batched
+// requests give what kiln run's generator gives each alone on the same backend.
+TEST_F(ServingEngineTest, DeviceSamplingSeedsGiveWhatEachGivesAlone) {
+  runtime::Executor& device = demo().device_sampling_executor();
+  auto engine = make_engine({}, &device);
+  ASSERT_NE(engine, nullptr);
+  std::vector<SamplingParams> params;
+  std::vector<std::shared_ptr<ResponseStream>> streams;
+  for (size_t i = 0; i < 6; ++i) {
+    SamplingParams p;
+    p.temperature = 0.7f + 0.1f * static_cast<float>(i);
+    p.top_k = i % 2 == 0 ? 40 : 0;
+    p.top_p = i % 3 == 0 ? 0.9f : 1.0f;
+    p.min_p = i == 5 ? 0.05f : 0.0f;
+    p.presence_penalty = i == 4 ? 0.5f : 0.0f;
+    p.max_tokens = 20;
+    p.ignore_eos = true;
+    p.seed = 100 + i;
+    params.push_back(p);
+    auto s = engine->submit(make_request(demo().encode(kTexts[i]), p));
+    ASSERT_TRUE(s) << s.status().message();
+    streams.push_back(*s);
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    const Outcome o = collect(*streams[i]);
+    ASSERT_TRUE(o.finished) << o.error;
+    const GenerationResult alone = demo().alone(demo().encode(kTexts[i]), params[i], &device);
+    EXPECT_EQ(o.tokens[0], alone.tokens) << kTexts[i];
+    EXPECT_EQ(o.tokens[0].size(), 20u);
+  }
 }
 
 TEST_F(ServingEngineTest, SharedPrefixHitsTheCacheAndChangesNothing) {

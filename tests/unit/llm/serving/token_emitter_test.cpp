@@ -7,6 +7,8 @@
 #include <limits>
 #include <random>
 
+#include "unit/llm/serving/serving_test_support.h"
+
 namespace kiln::llm {
 namespace {
 
@@ -30,12 +32,7 @@ std::vector<float> row_for(int32_t token) {
   return row;
 }
 
-SamplingParams greedy(int32_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  return p;
-}
+using testing::greedy;
 
 TEST(TokenEmitter, GreedyFastPathAgreesWithTheSampler) {
   std::mt19937 rng(3);
