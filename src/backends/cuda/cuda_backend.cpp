@@ -25,6 +25,7 @@
 #include "backends/cuda/cuda_norm.h"
 #include "backends/cuda/cuda_qkv.h"
 #include "backends/cuda/cuda_rope.h"
+#include "backends/cuda/cuda_sampling.h"
 #include "runtime/loaded_model.h"
 
 namespace kiln::cuda {
@@ -146,6 +147,9 @@ struct CudaBackend::State {
   cublasHandle_t cublas = nullptr;
   DeviceMemory workspace, weights, arena, scratch, constants, step_dev, tables_dev;
   PinnedMemory step_host, tables_host, logits_host;
+  // Device sampling: the step's rows and lists (grown on demand), and the chosen ids.
+  DeviceMemory sampling_dev, ids_dev;
+  PinnedMemory sampling_host, ids_host;
   StepLayout layout;
   std::vector<DynamicRope> dynamic_ropes;
 
@@ -173,6 +177,7 @@ struct CudaBackend::State {
   int tile_rows = kAttentionTileRows;
 
   bool graphs_enabled = true;
+  bool device_sampling = true;  // KILN_CUDA_SAMPLING=0: callers sample the logits on the host
   int64_t graphs_captured = 0, graph_replays = 0;
   std::map<std::tuple<int64_t, int64_t, const void*, int, int>, cudaGraphExec_t> graphs;
 
@@ -749,6 +754,9 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   if (const char* env = std::getenv("KILN_CUDA_GRAPHS"); env != nullptr && std::string(env) == "0") {
     state->graphs_enabled = false;
   }
+  if (const char* env = std::getenv("KILN_CUDA_SAMPLING"); env != nullptr && std::string(env) == "0") {
+    state->device_sampling = false;
+  }
   if (const char* env = std::getenv("KILN_CUDA_PROFILE"); env != nullptr && std::string(env) == "1") {
     state->profile = true;
     state->graphs_enabled = false;
@@ -765,6 +773,7 @@ void CudaBackend::set_graphs_enabled(bool enabled) {
   if (!enabled) s_->clear_graphs();
 }
 int64_t CudaBackend::graphs_captured() const { return s_->graphs_captured; }
+bool CudaBackend::samples_on_device() const { return s_->device_sampling; }
 int64_t CudaBackend::graph_replays() const { return s_->graph_replays; }
 
 Status CudaBackend::check_target(const std::string& engine_target) const {
@@ -888,6 +897,11 @@ Status CudaBackend::prepare(const runtime::LoadedModel& model, int64_t max_token
   KILN_RETURN_IF_ERROR(s.tables_dev.allocate(table_ints * 4));
   KILN_RETURN_IF_ERROR(s.tables_host.allocate(table_ints * 4));
   KILN_RETURN_IF_ERROR(s.logits_host.allocate(n * static_cast<size_t>(s.vocab) * sizeof(float)));
+  KILN_RETURN_IF_ERROR(s.ids_dev.allocate(n * sizeof(int32_t)));
+  KILN_RETURN_IF_ERROR(s.ids_host.allocate(n * sizeof(int32_t)));
+  const size_t sampling_bytes = n * sizeof(runtime::RowSampling) + (size_t{64} << 10);  // rows + 64 KiB of lists
+  KILN_RETURN_IF_ERROR(s.sampling_dev.allocate(sampling_bytes));
+  KILN_RETURN_IF_ERROR(s.sampling_host.allocate(sampling_bytes));
   KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return Status::ok();
 }
@@ -902,7 +916,7 @@ Expected<std::unique_ptr<runtime::DeviceBuffer>> CudaBackend::allocate(size_t by
   return std::unique_ptr<runtime::DeviceBuffer>(std::move(buffer));
 }
 
-Expected<std::span<const float>> CudaBackend::run_step(const runtime::StepView& step) {
+Status CudaBackend::enqueue_step(const runtime::StepView& step) {
   State& s = *s_;
   if (s.graph == nullptr) return internal_error("the CUDA backend runs a step before prepare()");
   const std::string here = "cuda:" + std::to_string(s.device.index);
@@ -1003,12 +1017,62 @@ Expected<std::span<const float>> CudaBackend::run_step(const runtime::StepView& 
     KILN_RETURN_IF_ERROR(s.profile ? s.run_nodes_profiled(ctx) : s.run_nodes(ctx));
   }
 
+  return Status::ok();
+}
+
+Expected<std::span<const float>> CudaBackend::run_step(const runtime::StepView& step) {
+  State& s = *s_;
+  KILN_RETURN_IF_ERROR(enqueue_step(step));
   const auto* logits = static_cast<const float*>(s.buffer(s.graph->outputs()[0]));
   const size_t count = static_cast<size_t>(step.num_rows * s.vocab);
   KILN_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(s.logits_host.ptr, logits, count * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
   return std::span<const float>(s.logits_host.at<float>(0), count);
+}
+
+Expected<std::span<const int32_t>> CudaBackend::run_step_sampled(const runtime::StepView& step,
+                                                                 const runtime::SamplingBatch& sampling) {
+  State& s = *s_;
+  // The rows and lists, each 16-byte aligned, in one transfer. The buffers grow (with a stream
+  // synchronisation) only when a step's penalty lists outgrow every earlier one.
+  const size_t rows = step.num_rows;
+  const auto aligned = [](size_t n) { return (n + 15) / 16 * 16; };
+  const size_t bias_tokens = aligned(rows * sizeof(runtime::RowSampling));
+  const size_t bias_values = bias_tokens + aligned(sampling.bias_tokens.size() * 4);
+  const size_t penalty_tokens = bias_values + aligned(sampling.bias_values.size() * 4);
+  const size_t penalty_counts = penalty_tokens + aligned(sampling.penalty_tokens.size() * 4);
+  const size_t bytes = penalty_counts + aligned(sampling.penalty_counts.size() * 4);
+  if (bytes > s.sampling_host.bytes) {
+    KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
+    KILN_RETURN_IF_ERROR(s.sampling_host.allocate(bytes * 2));
+    KILN_RETURN_IF_ERROR(s.sampling_dev.allocate(bytes * 2));
+  }
+  KILN_RETURN_IF_ERROR(enqueue_step(step));
+  // The previous step's transfer has finished: run_step* synchronises before it returns.
+  const auto put = [&](size_t offset, const auto& v) {
+    if (!v.empty()) std::memcpy(s.sampling_host.at<std::byte>(offset), v.data(), v.size() * sizeof(v[0]));
+  };
+  put(0, sampling.rows);
+  put(bias_tokens, sampling.bias_tokens);
+  put(bias_values, sampling.bias_values);
+  put(penalty_tokens, sampling.penalty_tokens);
+  put(penalty_counts, sampling.penalty_counts);
+  KILN_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(s.sampling_dev.ptr, s.sampling_host.ptr, bytes, cudaMemcpyHostToDevice, s.stream));
+  DeviceSamplingRows on_device;
+  on_device.rows = s.sampling_dev.at<runtime::RowSampling>(0);
+  on_device.bias_tokens = s.sampling_dev.at<int32_t>(bias_tokens);
+  on_device.bias_values = s.sampling_dev.at<float>(bias_values);
+  on_device.penalty_tokens = s.sampling_dev.at<int32_t>(penalty_tokens);
+  on_device.penalty_counts = s.sampling_dev.at<int32_t>(penalty_counts);
+  auto* logits = static_cast<float*>(s.buffer(s.graph->outputs()[0]));
+  launch_sample_rows(logits, step.num_rows, s.vocab, on_device, s.ids_dev.at<int32_t>(0), s.stream);
+  KILN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.ids_host.ptr, s.ids_dev.ptr, rows * sizeof(int32_t),
+                                            cudaMemcpyDeviceToHost, s.stream));
+  KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
+  return std::span<const int32_t>(s.ids_host.at<int32_t>(0), rows);
 }
 
 }  // namespace kiln::cuda

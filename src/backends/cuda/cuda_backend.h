@@ -12,11 +12,13 @@
 // run_step() allocates nothing on the device: it packs the step (ids, positions, logit rows,
 // token-to-sequence map, attention tiles, dynamic-rope frequencies, block tables) into pinned
 // memory, copies it over in two transfers, runs the graph on one stream and copies the logits
-// back. Decode steps (one new token per sequence) are captured into a CUDA graph the first time
-// a batch shape is seen and replayed after that; every varying input is read from the device
-// step block, so a replay computes exactly what the eager launches would. The block-table area
-// grows when a KV cache with more blocks per sequence arrives (the only allocation after
-// prepare; it drops the captured graphs).
+// back; run_step_sampled() instead runs the sampling kernel over them (cuda_sampling.h) and
+// copies back one id a row. Decode steps (one new token per sequence) are captured into a CUDA
+// graph the first time a batch shape is seen and replayed after that; every varying input is
+// read from the device step block, so a replay computes exactly what the eager launches would.
+// The block-table area grows when a KV cache with more blocks per sequence arrives (it drops the
+// captured graphs), and the sampling lists' area when a step's penalty lists outgrow it: the
+// only allocations after prepare.
 //
 // Ownership: the backend owns its device memory, stream, cuBLAS handle and graphs; the model
 // must outlive it; KV-cache storage comes from allocate() and is owned by the caller's KvCache.
@@ -47,6 +49,11 @@ class CudaBackend final : public runtime::Backend {
   Expected<std::unique_ptr<runtime::DeviceBuffer>> allocate(size_t bytes) override;
   bool supports_kv_cache_dtype(runtime::KvCacheDtype) const override { return true; }  // fp32 and bf16
   Expected<std::span<const float>> run_step(const runtime::StepView& step) override;
+  // Callers have the GPU choose their tokens (default on; KILN_CUDA_SAMPLING=0 turns that off,
+  // and they sample the logits on the host).
+  bool samples_on_device() const override;
+  Expected<std::span<const int32_t>> run_step_sampled(const runtime::StepView& step,
+                                                      const runtime::SamplingBatch& sampling) override;
 
   const CudaDeviceInfo& device() const;
   // Decode steps run from captured CUDA graphs (default on; KILN_CUDA_GRAPHS=0 turns it off).
@@ -60,6 +67,8 @@ class CudaBackend final : public runtime::Backend {
 
  private:
   explicit CudaBackend(std::unique_ptr<State> state);
+  // Everything of a step up to its logits, enqueued on the stream.
+  Status enqueue_step(const runtime::StepView& step);
   std::unique_ptr<State> s_;
 };
 

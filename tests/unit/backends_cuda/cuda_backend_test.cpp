@@ -333,6 +333,68 @@ TEST_P(CudaGoldenTest, StepSplitsBatchingAndGraphsAgree) {
   for (auto& t : tables) e.cache().kv_cache_free(t);
 }
 
+// Sampled steps (prefill, then decode steps that replay a graph) choose on the GPU what device
+// sampling's host reference chooses from the same steps' logits.
+TEST_P(CudaGoldenTest, SampledStepsChooseWhatTheReferenceChoosesFromTheLogits) {
+  KILN_REQUIRE_GPU();
+  const std::string name = GetParam();
+  const nlohmann::json g = load_golden(name);
+  Engine e(name, ir::WeightFormat::kF32, true);
+  ASSERT_TRUE(e.ok());
+  std::vector<std::vector<int32_t>> seqs;
+  for (const auto& p : g["prompts"]) seqs.push_back(p.get<std::vector<int32_t>>());
+  seqs.resize(3);
+  runtime::SamplingBatch batch;
+  batch.add_row();
+  runtime::RowSampling& nucleus = batch.add_row();
+  nucleus.temperature = 0.8f;
+  nucleus.top_p = 0.9f;
+  runtime::RowSampling& penalised = batch.add_row();
+  penalised.temperature = 1.3f;
+  penalised.top_k = 5;
+  penalised.repetition_penalty = 1.2f;
+  for (int32_t t : seqs[2]) {
+    batch.penalty_tokens.push_back(t);
+    batch.penalty_counts.push_back(1);
+    ++penalised.penalty_count;
+  }
+  std::sort(batch.penalty_tokens.begin(), batch.penalty_tokens.end());  // distinct, as the Sampler sends them
+  batch.penalty_tokens.erase(std::unique(batch.penalty_tokens.begin(), batch.penalty_tokens.end()),
+                             batch.penalty_tokens.end());
+  batch.penalty_counts.resize(batch.penalty_tokens.size());
+  penalised.penalty_count = static_cast<int32_t>(batch.penalty_tokens.size());
+
+  std::vector<std::vector<int32_t>> tables(3), tokens = seqs;
+  std::vector<int64_t> context(3, 0);
+  const int64_t replays = e.gpu()->graph_replays();
+  for (int round = 0; round < 4; ++round) {
+    std::vector<runtime::SequenceStep> steps(3);
+    for (size_t s = 0; s < 3; ++s) {
+      ASSERT_TRUE(e.cache().kv_cache_reserve(tables[s], context[s] + static_cast<int64_t>(tokens[s].size())));
+      steps[s].tokens = tokens[s];
+      steps[s].context_len = context[s];
+      steps[s].block_table = tables[s];
+    }
+    auto logits = e.executor().step(steps, e.cache());
+    ASSERT_TRUE(logits) << logits.status().message();
+    const std::vector<float> rows(logits->begin(), logits->end());
+    for (size_t r = 0; r < 3; ++r) batch.rows[r].uniform = std::fmod(0.1 + 0.27 * static_cast<double>(r + 3 * round), 1.0);
+    auto ids = e.executor().step_sampled(steps, e.cache(), batch);
+    ASSERT_TRUE(ids) << ids.status().message();
+    for (size_t r = 0; r < 3; ++r) {
+      std::vector<float> row(rows.begin() + static_cast<long>(r * e.vocab()),
+                             rows.begin() + static_cast<long>((r + 1) * e.vocab()));
+      EXPECT_EQ((*ids)[r], runtime::sample_row(row, batch, r)) << name << " round " << round << " row " << r;
+    }
+    for (size_t s = 0; s < 3; ++s) {
+      context[s] += static_cast<int64_t>(tokens[s].size());
+      tokens[s] = {(*ids)[s]};
+    }
+  }
+  EXPECT_GT(e.gpu()->graph_replays(), replays);
+  for (auto& t : tables) e.cache().kv_cache_free(t);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, CudaGoldenTest, ::testing::ValuesIn(case_names()),
                          [](const auto& param_info) { return param_info.param; });
 
