@@ -9,8 +9,8 @@
 // table) times decode tokens/s, over the read bandwidth measured in the same run, is the
 // fraction of the memory-bandwidth limit reached.
 //
-// Offline: N requests of --prompt random tokens, each generating --decode tokens (greedy,
-// ignore_eos), submitted at once to the serving engine (continuous batching, no HTTP); prints
+// Offline: N requests of --prompt random tokens, each generating --decode tokens (greedy unless
+// --temperature, ignore_eos), submitted at once to the serving engine (continuous batching, no HTTP); prints
 // requests/s, output and total tokens/s, the mean step time and the engine's own time per step
 // outside the model (scheduling, sampling, detokenising) as a share of the model's.
 #include <algorithm>
@@ -43,6 +43,7 @@ struct BenchArgs {
   double kv_cache_gib = 0.0;  // --offline: KV pool size; 0 = the serving engine's default
   double gpu_memory_fraction = 0.0;  // --offline, cuda engines: the KV pool from the GPU's free memory; 0: not given
   std::string kv_cache_dtype = "auto";
+  float temperature = 0.0f, top_p = 1.0f;  // --offline requests' sampling (seeded by their index)
 };
 
 double median(std::vector<double> v) {
@@ -100,12 +101,15 @@ double measure_bandwidth(bool gpu) {
 
 // Submits `prompts` and waits for every request to end; returns the first error. It polls the
 // streams every 2 ms rather than waking on each event, so that it takes no CPU from the engine.
-Status run_requests(llm::ServingEngine& engine, const std::vector<std::vector<int32_t>>& prompts, int64_t decode) {
+Status run_requests(llm::ServingEngine& engine, const std::vector<std::vector<int32_t>>& prompts, int64_t decode,
+                    const BenchArgs& a) {
   std::vector<std::shared_ptr<llm::ResponseStream>> streams;
-  for (const auto& prompt : prompts) {
+  for (size_t i = 0; i < prompts.size(); ++i) {
     llm::GenerationRequest req;
-    req.prompt = prompt;
-    req.params.temperature = 0.0f;
+    req.prompt = prompts[i];
+    req.params.temperature = a.temperature;
+    req.params.top_p = a.top_p;
+    req.params.seed = i;
     req.params.max_tokens = static_cast<int32_t>(decode);
     req.params.ignore_eos = true;
     KILN_ASSIGN_OR_RETURN(auto stream, engine.submit(std::move(req)));
@@ -176,11 +180,11 @@ int run_offline_bench(const BenchArgs& a, std::optional<runtime::KvCacheDtype> k
               static_cast<double>(used.kv_cache_bytes) / (1 << 20),
               std::string(runtime::kv_cache_dtype_name(used.kv_cache_dtype)).c_str());
   // A short warm-up run (caches, page tables, thread pool), not measured.
-  if (Status st = run_requests(**engine, random_prompts(1), std::min<int64_t>(a.decode, 8)); !st) return fail(st);
+  if (Status st = run_requests(**engine, random_prompts(1), std::min<int64_t>(a.decode, 8), a); !st) return fail(st);
 
   const llm::ServingStats before = (*engine)->stats();
   const auto t0 = std::chrono::steady_clock::now();
-  if (Status st = run_requests(**engine, random_prompts(a.batch), a.decode); !st) return fail(st);
+  if (Status st = run_requests(**engine, random_prompts(a.batch), a.decode, a); !st) return fail(st);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const llm::ServingStats after = (*engine)->stats();
 
@@ -226,18 +230,25 @@ int run_bench(const BenchArgs& a) {
   const double bw_before = measure_bandwidth(gpu);
   std::vector<double> prefill_tps, decode_tps;
   runtime::SequenceRunner runner(*session->executor, *session->cache, facts.vocab_size);
+  // Greedy, with the argmax on the device when the backend samples there (only ids come back).
+  runtime::SamplingBatch greedy;
+  greedy.add_row();
+  auto next_after = [&](std::span<const int32_t> tokens) -> Expected<int32_t> {
+    if (session->executor->samples_on_device()) return runner.feed_sampled(tokens, greedy);
+    KILN_ASSIGN_OR_RETURN(std::vector<float> logits, runner.feed(tokens, false));
+    return runtime::argmax(logits);
+  };
   for (int r = 0; r < a.repeat + 1; ++r) {  // the first run warms caches and page tables
     runner.reset();
     auto t0 = std::chrono::steady_clock::now();
-    auto logits = runner.feed(prompt, false);
-    if (!logits) return fail(logits.status());
+    auto next = next_after(prompt);
+    if (!next) return fail(next.status());
     const double tp = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    int32_t next = runtime::argmax(*logits);
     t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < a.decode; ++i) {
-      logits = runner.feed({&next, 1}, false);
-      if (!logits) return fail(logits.status());
-      next = runtime::argmax(*logits);
+      const int32_t token = *next;
+      next = next_after({&token, 1});
+      if (!next) return fail(next.status());
     }
     const double td = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r == 0) continue;
@@ -271,6 +282,9 @@ CommandFn add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
   cmd->add_flag("--offline", args->offline, "serve --batch requests through the serving engine (no HTTP)");
   cmd->add_option("--batch", args->batch, "requests submitted at once (--offline)")->capture_default_str();
+  cmd->add_option("--temperature", args->temperature, "--offline: the requests' temperature (0 = greedy)")
+      ->capture_default_str();
+  cmd->add_option("--top-p", args->top_p, "--offline: the requests' top_p")->capture_default_str();
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
                   "KV cache element: auto (bf16 for a bf16 engine, else fp32), fp32, or bf16 (half the bytes)")
       ->capture_default_str();
