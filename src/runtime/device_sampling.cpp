@@ -50,7 +50,8 @@ Status validate(const SamplingBatch& batch, int64_t num_rows, int64_t vocab) {
     return invalid_argument("the step has " + std::to_string(num_rows) + " logits rows but " +
                             std::to_string(batch.rows.size()) + " sampling rows");
   }
-  if (batch.bias_tokens.size() != batch.bias_values.size() || batch.penalty_tokens.size() != batch.penalty_counts.size()) {
+  if (batch.bias_tokens.size() != batch.bias_values.size() ||
+      batch.penalty_tokens.size() != batch.penalty_counts.size()) {
     return invalid_argument("sampling lists of unequal lengths");
   }
   const auto in_list = [](int64_t begin, int64_t count, size_t size) {
@@ -73,7 +74,9 @@ Status validate(const SamplingBatch& batch, int64_t num_rows, int64_t vocab) {
     }
     if (!(p.uniform >= 0.0 && p.uniform < 1.0)) return invalid_argument(which + "uniform outside [0, 1)");
     for (int32_t j = 0; j < p.penalty_count; ++j) {
-      if (batch.penalty_counts[static_cast<size_t>(p.penalty_begin + j)] < 0) return invalid_argument(which + "negative count");
+      if (batch.penalty_counts[static_cast<size_t>(p.penalty_begin + j)] < 0) {
+        return invalid_argument(which + "negative count");
+      }
     }
   }
   (void)vocab;  // token ids outside [0, vocab) are ignored, as llm::Sampler ignores them
@@ -127,7 +130,8 @@ int32_t sample_row(std::span<float> a, const SamplingBatch& batch, size_t r) {
     if (k < keys.size()) {
       std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(k - 1), keys.end(), std::greater<>());
       const uint32_t tau = keys[k - 1];
-      const auto above = static_cast<uint64_t>(std::count_if(keys.begin(), keys.end(), [&](uint32_t x) { return x > tau; }));
+      const auto above =
+          static_cast<uint64_t>(std::count_if(keys.begin(), keys.end(), [&](uint32_t x) { return x > tau; }));
       keep_above_and_first_ties(a, device_sampling_key, tau, k - above, -kInf, false);
     }
   }

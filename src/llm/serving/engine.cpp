@@ -107,7 +107,8 @@ struct ServingEngine::Impl {
   std::vector<ScheduledChunk> chunks;
   std::vector<runtime::SequenceStep> steps;
   runtime::SamplingBatch sampling;  // the step's rows, when the backend samples on its device
-  // The step's sampled rows, one entry a chunk (sample_all or take_chosen), applied in chunk order by process().
+  // The step's sampled rows, one entry a chunk (sample_all or take_chosen), applied in chunk
+  // order by process().
   struct Sampled {
     std::optional<Expected<int32_t>> token;  // empty: the chunk samples nothing, or its request had ended
     RequestEvent event;

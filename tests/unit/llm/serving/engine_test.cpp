@@ -668,6 +668,7 @@ TEST_F(ServingEngineTest, PromptLogprobsMatchAPlainFeed) {
   }
 }
 
+// On the host's sampler and on device sampling alike.
 TEST_F(ServingEngineTest, TwoChoicesShareThePrompt) {
   const auto prompt = demo().encode(kTexts[12] + " " + kTexts[0]);
   ASSERT_GT(prompt.size(), 17u);
@@ -678,25 +679,27 @@ TEST_F(ServingEngineTest, TwoChoicesShareThePrompt) {
   p.seed = 7;
   SamplingParams p8 = p;
   p8.seed = 8;
-  const std::string alone7 = demo().alone(prompt, p).text;
-  const std::string alone8 = demo().alone(prompt, p8).text;
+  for (runtime::Executor* executor : {&demo().executor(), &demo().device_sampling_executor()}) {
+    const std::string alone7 = demo().alone(prompt, p, executor).text;
+    const std::string alone8 = demo().alone(prompt, p8, executor).text;
 
-  auto engine = make_engine({});
-  ASSERT_NE(engine, nullptr);
-  GenerationRequest req = make_request(prompt, p);
-  req.n = 2;
-  auto s = engine->submit(std::move(req));
-  ASSERT_TRUE(s);
-  const Outcome o = collect(**s);
-  ASSERT_TRUE(o.finished) << o.error;
-  ASSERT_EQ(o.text.size(), 2u);
-  EXPECT_EQ(o.text[0], alone7);
-  EXPECT_EQ(o.text[1], alone8);
-  EXPECT_EQ(o.finish[0], FinishReason::kLength);
-  EXPECT_EQ(o.finish[1], FinishReason::kLength);
-  EXPECT_EQ(o.usage.completion_tokens, 24);
-  EXPECT_EQ(o.usage.prompt_tokens, static_cast<int64_t>(prompt.size()));
-  EXPECT_GE(engine->stats().prefix_hits, 16) << "the second choice should find the prompt cached";
+    auto engine = make_engine({}, executor);
+    ASSERT_NE(engine, nullptr);
+    GenerationRequest req = make_request(prompt, p);
+    req.n = 2;
+    auto s = engine->submit(std::move(req));
+    ASSERT_TRUE(s);
+    const Outcome o = collect(**s);
+    ASSERT_TRUE(o.finished) << o.error;
+    ASSERT_EQ(o.text.size(), 2u);
+    EXPECT_EQ(o.text[0], alone7);
+    EXPECT_EQ(o.text[1], alone8);
+    EXPECT_EQ(o.finish[0], FinishReason::kLength);
+    EXPECT_EQ(o.finish[1], FinishReason::kLength);
+    EXPECT_EQ(o.usage.completion_tokens, 24);
+    EXPECT_EQ(o.usage.prompt_tokens, static_cast<int64_t>(prompt.size()));
+    EXPECT_GE(engine->stats().prefix_hits, 16) << "the second choice should find the prompt cached";
+  }
 }
 
 TEST_F(ServingEngineTest, StopStringsAndObserver) {
