@@ -2,17 +2,22 @@
 
 namespace kiln::runtime {
 
-Expected<std::span<const int32_t>> Backend::run_step_sampled(const StepView& step, const SamplingBatch& sampling) {
+Expected<SampledStep> Backend::run_step_sampled(const StepView& step, const SamplingBatch& sampling) {
   KILN_ASSIGN_OR_RETURN(std::span<const float> logits, run_step(step));
   const auto rows = static_cast<size_t>(step.num_rows);
   const size_t vocab = rows == 0 ? 0 : logits.size() / rows;
+  const auto row = [&](size_t r) { return logits.subspan(r * vocab, vocab); };
+  sampled_logits_.clear();
+  for (int32_t r : sampling.host_rows) {
+    const std::span<const float> kept = row(static_cast<size_t>(r));
+    sampled_logits_.insert(sampled_logits_.end(), kept.begin(), kept.end());
+  }
   sampled_ids_.resize(rows);
   for (size_t r = 0; r < rows; ++r) {
-    sampled_logits_.assign(logits.begin() + static_cast<std::ptrdiff_t>(r * vocab),
-                           logits.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
-    sampled_ids_[r] = sample_row(sampled_logits_, sampling, r);
+    sampled_row_.assign(row(r).begin(), row(r).end());
+    sampled_ids_[r] = sample_row(sampled_row_, sampling, r);
   }
-  return std::span<const int32_t>(sampled_ids_);
+  return SampledStep{sampled_ids_, sampled_logits_};
 }
 
 }  // namespace kiln::runtime

@@ -67,13 +67,13 @@ class Backend {
   // logits, which is what callers with a Sampler of their own do better).
   virtual bool samples_on_device() const { return false; }
   // Runs the step and chooses one token per logits row as device_sampling.h says, with the
-  // validated `sampling` (one row per logits row). Returns [num_rows] token ids (-1: the row had
-  // no finite logit) in host memory, valid until the next call. The default runs run_step() and
-  // sample_row() on the host.
-  virtual Expected<std::span<const int32_t>> run_step_sampled(const StepView& step, const SamplingBatch& sampling);
+  // validated `sampling` (one row per logits row); returns the ids and the logits of the batch's
+  // host rows, valid until the next call. The default runs run_step() and sample_row() on the
+  // host.
+  virtual Expected<SampledStep> run_step_sampled(const StepView& step, const SamplingBatch& sampling);
 
  private:
-  std::vector<float> sampled_logits_;  // the default run_step_sampled's scratch
+  std::vector<float> sampled_row_, sampled_logits_;  // the default run_step_sampled's scratch
   std::vector<int32_t> sampled_ids_;
 };
 

@@ -36,6 +36,7 @@ void SamplingBatch::clear() {
   bias_values.clear();
   penalty_tokens.clear();
   penalty_counts.clear();
+  host_rows.clear();
 }
 
 RowSampling& SamplingBatch::add_row() {
@@ -77,6 +78,13 @@ Status validate(const SamplingBatch& batch, int64_t num_rows, int64_t vocab) {
       if (batch.penalty_counts[static_cast<size_t>(p.penalty_begin + j)] < 0) {
         return invalid_argument(which + "negative count");
       }
+    }
+  }
+  for (size_t i = 0; i < batch.host_rows.size(); ++i) {
+    const int32_t r = batch.host_rows[i];
+    if (r < 0 || r >= num_rows || (i > 0 && r <= batch.host_rows[i - 1])) {
+      return invalid_argument("host row " + std::to_string(r) + " is out of order or outside the step's " +
+                              std::to_string(num_rows) + " rows");
     }
   }
   (void)vocab;  // token ids outside [0, vocab) are ignored, as llm::Sampler ignores them

@@ -67,14 +67,26 @@ struct SamplingBatch {
   // and generated text; else the generated ones. Count: times generated (0: in the prompt only).
   std::vector<int32_t> penalty_tokens;
   std::vector<int32_t> penalty_counts;
+  // Rows whose logits the caller also wants on the host, ascending (a row whose choice needs
+  // logprobs: the caller samples it there; the device's choice for it is dropped).
+  std::vector<int32_t> host_rows;
 
   void clear();
   // Appends a greedy row whose lists start at the lists' current ends.
   RowSampling& add_row();
 };
 
+// What a sampled step returns: one token id a row (-1: the row had no finite logit) and the
+// logits of the batch's host_rows, as the model produced them; host memory, valid until the
+// backend's next step.
+struct SampledStep {
+  std::span<const int32_t> ids;   // [num_rows]
+  std::span<const float> logits;  // [host_rows.size(), vocab]
+};
+
 // Checks a batch against a step of `num_rows` rows over `vocab` tokens: one entry per row, list
-// ranges inside the lists, parameters in range. kInvalidArgument naming the row and field.
+// ranges inside the lists, parameters in range, host rows ascending and in the step.
+// kInvalidArgument naming the row and field.
 Status validate(const SamplingBatch& batch, int64_t num_rows, int64_t vocab);
 
 // A float's bits and back, on host and device alike.

@@ -115,16 +115,18 @@ Expected<std::span<const float>> Executor::step(std::span<const SequenceStep> se
   return logits;
 }
 
-Expected<std::span<const int32_t>> Executor::step_sampled(std::span<const SequenceStep> seqs, KvCache& cache,
-                                                          const SamplingBatch& sampling) {
+Expected<SampledStep> Executor::step_sampled(std::span<const SequenceStep> seqs, KvCache& cache,
+                                             const SamplingBatch& sampling) {
   KILN_ASSIGN_OR_RETURN(const StepView view, prepare_step(seqs, cache));
   KILN_RETURN_IF_ERROR(validate(sampling, view.num_rows, model_.facts().vocab_size));
-  KILN_ASSIGN_OR_RETURN(std::span<const int32_t> ids, backend_.run_step_sampled(view, sampling));
-  if (static_cast<int64_t>(ids.size()) != view.num_rows) {
-    return internal_error("the backend returned " + std::to_string(ids.size()) + " tokens for " +
-                          std::to_string(view.num_rows) + " rows");
+  KILN_ASSIGN_OR_RETURN(SampledStep out, backend_.run_step_sampled(view, sampling));
+  if (static_cast<int64_t>(out.ids.size()) != view.num_rows ||
+      out.logits.size() != sampling.host_rows.size() * static_cast<size_t>(model_.facts().vocab_size)) {
+    return internal_error("the backend returned " + std::to_string(out.ids.size()) + " tokens and " +
+                          std::to_string(out.logits.size()) + " logits for " + std::to_string(view.num_rows) +
+                          " rows, " + std::to_string(sampling.host_rows.size()) + " of them on the host");
   }
-  return ids;
+  return out;
 }
 
 }  // namespace kiln::runtime

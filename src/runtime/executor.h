@@ -32,9 +32,9 @@ class Executor {
   // token if all_logits, else one row for its last token. The span is valid until the next step.
   Expected<std::span<const float>> step(std::span<const SequenceStep> seqs, KvCache& cache);
   // Runs the step and chooses one token per logits row (device_sampling.h) with `sampling`, one
-  // row for each; returns the ids (-1: a row with no finite logit), valid until the next step.
-  Expected<std::span<const int32_t>> step_sampled(std::span<const SequenceStep> seqs, KvCache& cache,
-                                                  const SamplingBatch& sampling);
+  // row for each; returns the ids (-1: a row with no finite logit) and the logits of the batch's
+  // host rows, valid until the next step.
+  Expected<SampledStep> step_sampled(std::span<const SequenceStep> seqs, KvCache& cache, const SamplingBatch& sampling);
   // Whether step_sampled() samples on the backend's device, so that only ids leave it.
   bool samples_on_device() const { return backend_.samples_on_device(); }
 

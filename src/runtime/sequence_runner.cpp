@@ -48,9 +48,8 @@ Expected<int32_t> SequenceRunner::feed_sampled(std::span<const int32_t> tokens, 
   greedy.add_row();
   int32_t next = -1;
   KILN_RETURN_IF_ERROR(for_each_step(tokens, chunk, false, [&](const SequenceStep& step, bool last) -> Status {
-    KILN_ASSIGN_OR_RETURN(std::span<const int32_t> ids,
-                          executor_.step_sampled({&step, 1}, cache_, last ? sampling : greedy));
-    next = ids[0];
+    KILN_ASSIGN_OR_RETURN(const SampledStep out, executor_.step_sampled({&step, 1}, cache_, last ? sampling : greedy));
+    next = out.ids[0];
     return Status::ok();
   }));
   return next;

@@ -1031,8 +1031,8 @@ Expected<std::span<const float>> CudaBackend::run_step(const runtime::StepView& 
   return std::span<const float>(s.logits_host.at<float>(0), count);
 }
 
-Expected<std::span<const int32_t>> CudaBackend::run_step_sampled(const runtime::StepView& step,
-                                                                 const runtime::SamplingBatch& sampling) {
+Expected<runtime::SampledStep> CudaBackend::run_step_sampled(const runtime::StepView& step,
+                                                             const runtime::SamplingBatch& sampling) {
   State& s = *s_;
   // The rows and lists, each 16-byte aligned, in one transfer. The buffers grow (with a stream
   // synchronisation) only when a step's penalty lists outgrow every earlier one.
@@ -1067,12 +1067,20 @@ Expected<std::span<const int32_t>> CudaBackend::run_step_sampled(const runtime::
   on_device.penalty_tokens = s.sampling_dev.at<int32_t>(penalty_tokens);
   on_device.penalty_counts = s.sampling_dev.at<int32_t>(penalty_counts);
   auto* logits = static_cast<float*>(s.buffer(s.graph->outputs()[0]));
+  // The rows the caller samples itself, before the kernel overwrites them.
+  const auto vocab = static_cast<size_t>(s.vocab);
+  for (size_t i = 0; i < sampling.host_rows.size(); ++i) {
+    KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.logits_host.at<float>(i * vocab * sizeof(float)),
+                                              logits + static_cast<size_t>(sampling.host_rows[i]) * vocab,
+                                              vocab * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
+  }
   launch_sample_rows(logits, step.num_rows, s.vocab, on_device, s.ids_dev.at<int32_t>(0), s.stream);
   KILN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.ids_host.ptr, s.ids_dev.ptr, rows * sizeof(int32_t),
                                             cudaMemcpyDeviceToHost, s.stream));
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
-  return std::span<const int32_t>(s.ids_host.at<int32_t>(0), rows);
+  return runtime::SampledStep{std::span<const int32_t>(s.ids_host.at<int32_t>(0), rows),
+                              std::span<const float>(s.logits_host.at<float>(0), sampling.host_rows.size() * vocab)};
 }
 
 }  // namespace kiln::cuda

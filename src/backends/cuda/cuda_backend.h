@@ -12,8 +12,8 @@
 // run_step() allocates nothing on the device: it packs the step (ids, positions, logit rows,
 // token-to-sequence map, attention tiles, dynamic-rope frequencies, block tables) into pinned
 // memory, copies it over in two transfers, runs the graph on one stream and copies the logits
-// back; run_step_sampled() instead runs the sampling kernel over them (cuda_sampling.h) and
-// copies back one id a row. Decode steps (one new token per sequence) are captured into a CUDA
+// back; run_step_sampled() instead copies back only the rows the caller samples itself, runs the
+// sampling kernel over all of them (cuda_sampling.h) and copies back one id a row. Decode steps (one new token per sequence) are captured into a CUDA
 // graph the first time a batch shape is seen and replayed after that; every varying input is
 // read from the device step block, so a replay computes exactly what the eager launches would.
 // The block-table area grows when a KV cache with more blocks per sequence arrives (it drops the
@@ -52,8 +52,8 @@ class CudaBackend final : public runtime::Backend {
   // Callers have the GPU choose their tokens (default on; KILN_CUDA_SAMPLING=0 turns that off,
   // and they sample the logits on the host).
   bool samples_on_device() const override;
-  Expected<std::span<const int32_t>> run_step_sampled(const runtime::StepView& step,
-                                                      const runtime::SamplingBatch& sampling) override;
+  Expected<runtime::SampledStep> run_step_sampled(const runtime::StepView& step,
+                                                  const runtime::SamplingBatch& sampling) override;
 
   const CudaDeviceInfo& device() const;
   // Decode steps run from captured CUDA graphs (default on; KILN_CUDA_GRAPHS=0 turns it off).

@@ -70,7 +70,7 @@ struct ServingEngine::Impl {
   void sweep();
   bool run_step(Clock::time_point iteration_start);
   void sample_all(std::span<const float> logits);
-  void take_chosen(std::span<const int32_t> ids);
+  void take_chosen(const runtime::SampledStep& chosen);
   void process(size_t index, std::span<const float> rows);
   void add_further_choices(RequestState& r);
   void finish_choice(ChoiceState& c);
@@ -414,38 +414,38 @@ bool ServingEngine::Impl::run_step(Clock::time_point iteration_start) {
     mark_started(*static_cast<ChoiceState&>(seq).request, iteration_start);
   }
 
-  // The backend chooses the tokens when it can sample on its device and no row of the step
-  // needs its logits on the host (prompt logprobs, token logprobs).
-  const bool on_device = executor.samples_on_device() && std::all_of(chunks.begin(), chunks.end(), [](const auto& c) {
-    const ChoiceState& choice = static_cast<const ChoiceState&>(*c.seq);
-    return !c.all_logits && (!c.samples || choice.request->ended || choice.emitter->device_capable());
-  });
+  // The backend chooses the tokens when it samples on its device and no chunk needs the logits of
+  // every token (prompt logprobs). A choice that reports token logprobs has its row's logits
+  // copied back and samples it here.
+  const bool on_device = executor.samples_on_device() &&
+                         std::none_of(chunks.begin(), chunks.end(), [](const auto& c) { return c.all_logits; });
   if (on_device) {
     sampling.clear();
-    for (const ScheduledChunk& chunk : chunks) {
-      ChoiceState& c = static_cast<ChoiceState&>(*chunk.seq);
-      if (chunk.samples && !c.request->ended) {
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      ChoiceState& c = static_cast<ChoiceState&>(*chunks[i].seq);
+      if (chunks[i].samples && !c.request->ended && c.emitter->device_capable()) {
         c.emitter->add_device_row(sampling);
-      } else {
-        sampling.add_row();  // a greedy row nobody reads
+        continue;
       }
+      sampling.add_row();  // a greedy row whose choice nobody reads
+      if (chunks[i].samples && !c.request->ended) sampling.host_rows.push_back(static_cast<int32_t>(i));
     }
   }
 
   const auto step_start = Clock::now();
   Expected<std::span<const float>> logits = std::span<const float>();
-  Expected<std::span<const int32_t>> ids = std::span<const int32_t>();
+  Expected<runtime::SampledStep> chosen = runtime::SampledStep{};
   if (on_device) {
-    ids = executor.step_sampled(steps, *cache, sampling);
+    chosen = executor.step_sampled(steps, *cache, sampling);
   } else {
     logits = executor.step(steps, *cache);
   }
   const auto step_end = Clock::now();
   const double step_seconds = seconds_between(step_start, step_end);
-  if (!logits || !ids) {
+  if (!logits || !chosen) {
     // The executor checks every step before it touches the cache; a refusal means one of these
     // requests carries something the model cannot run. They end; the others carry on.
-    const std::string message = "the model step failed: " + (on_device ? ids.status() : logits.status()).message();
+    const std::string message = "the model step failed: " + (on_device ? chosen.status() : logits.status()).message();
     for (const ScheduledChunk& chunk : chunks) {
       RequestState& r = *static_cast<ChoiceState&>(*chunk.seq).request;
       if (!r.ended) end_with_error(r, message);
@@ -461,7 +461,7 @@ bool ServingEngine::Impl::run_step(Clock::time_point iteration_start) {
     row += logit_rows(chunk);
   }
   if (on_device) {
-    take_chosen(*ids);
+    take_chosen(*chosen);
   } else {
     sample_all(*logits);
   }
@@ -518,18 +518,23 @@ void ServingEngine::Impl::sample_all(std::span<const float> logits) {
   }
 }
 
-void ServingEngine::Impl::take_chosen(std::span<const int32_t> ids) {
+void ServingEngine::Impl::take_chosen(const runtime::SampledStep& chosen) {
   sampled.resize(chunks.size());
+  const auto v = static_cast<size_t>(vocab);
+  size_t host = 0;  // the next of sampling.host_rows
   for (size_t i = 0; i < chunks.size(); ++i) {
     const ScheduledChunk& chunk = chunks[i];
     ChoiceState& c = static_cast<ChoiceState&>(*chunk.seq);
     Sampled& out = sampled[i];
     out.token.reset();
     if (!chunk.samples || c.request->ended) continue;
+    const auto row = static_cast<int32_t>(first_rows[i]);
+    const bool on_host = host < sampling.host_rows.size() && sampling.host_rows[host] == row;
     try {
       out.event = RequestEvent{};
       out.event.choice = c.index;
-      out.token = c.emitter->step_chosen(ids[first_rows[i]], out.event);
+      out.token = on_host ? c.emitter->step(chosen.logits.subspan(host++ * v, v), out.event)
+                          : c.emitter->step_chosen(chosen.ids[first_rows[i]], out.event);
     } catch (const std::exception& e) {
       out.token = Status(StatusCode::kInternal, std::string("internal error in the serving engine: ") + e.what());
     }

@@ -6,9 +6,10 @@
 //   decode tokens of running sequences and chunks of prompts (chunked prefill); run one
 //   Executor::step over that ragged batch; sample, detokenise and stop-match each sequence that
 //   finished its prompt; push the resulting events to each request's ResponseStream.
-// Sampling: when the backend samples on its device (a GPU backend) and no row of the step needs
-// its logits on the host (logprobs), the step is Executor::step_sampled and only token ids come
-// back; otherwise each choice's Sampler samples its logits row, the rows in parallel.
+// Sampling: when the backend samples on its device (a GPU backend) and no chunk of the step needs
+// the logits of every token (prompt logprobs), the step is Executor::step_sampled: token ids come
+// back, and the logits of only the rows whose choices report token logprobs, which their Sampler
+// samples here. Otherwise each choice's Sampler samples its logits row, the rows in parallel.
 // When blocks run out, the newest running sequence is preempted (its blocks freed) and
 // recomputed later; its output is the same as if it had never been preempted.
 //

@@ -334,7 +334,8 @@ TEST_P(CudaGoldenTest, StepSplitsBatchingAndGraphsAgree) {
 }
 
 // Sampled steps (prefill, then decode steps that replay a graph) choose on the GPU what device
-// sampling's host reference chooses from the same steps' logits.
+// sampling's host reference chooses from the same steps' logits, and return the logits of the
+// rows the caller asks for.
 TEST_P(CudaGoldenTest, SampledStepsChooseWhatTheReferenceChoosesFromTheLogits) {
   KILN_REQUIRE_GPU();
   const std::string name = GetParam();
@@ -358,6 +359,7 @@ TEST_P(CudaGoldenTest, SampledStepsChooseWhatTheReferenceChoosesFromTheLogits) {
     batch.penalty_counts.push_back(1);
     ++penalised.penalty_count;
   }
+  batch.host_rows = {1};
   std::sort(batch.penalty_tokens.begin(), batch.penalty_tokens.end());  // distinct, as the Sampler sends them
   batch.penalty_tokens.erase(std::unique(batch.penalty_tokens.begin(), batch.penalty_tokens.end()),
                              batch.penalty_tokens.end());
@@ -379,16 +381,19 @@ TEST_P(CudaGoldenTest, SampledStepsChooseWhatTheReferenceChoosesFromTheLogits) {
     ASSERT_TRUE(logits) << logits.status().message();
     const std::vector<float> rows(logits->begin(), logits->end());
     for (size_t r = 0; r < 3; ++r) batch.rows[r].uniform = std::fmod(0.1 + 0.27 * static_cast<double>(r + 3 * round), 1.0);
-    auto ids = e.executor().step_sampled(steps, e.cache(), batch);
-    ASSERT_TRUE(ids) << ids.status().message();
+    auto out = e.executor().step_sampled(steps, e.cache(), batch);
+    ASSERT_TRUE(out) << out.status().message();
     for (size_t r = 0; r < 3; ++r) {
       std::vector<float> row(rows.begin() + static_cast<long>(r * e.vocab()),
                              rows.begin() + static_cast<long>((r + 1) * e.vocab()));
-      EXPECT_EQ((*ids)[r], runtime::sample_row(row, batch, r)) << name << " round " << round << " row " << r;
+      if (r == 1) {
+        EXPECT_EQ(std::vector<float>(out->logits.begin(), out->logits.end()), row) << name << " round " << round;
+      }
+      EXPECT_EQ(out->ids[r], runtime::sample_row(row, batch, r)) << name << " round " << round << " row " << r;
     }
     for (size_t s = 0; s < 3; ++s) {
       context[s] += static_cast<int64_t>(tokens[s].size());
-      tokens[s] = {(*ids)[s]};
+      tokens[s] = {out->ids[s]};
     }
   }
   EXPECT_GT(e.gpu()->graph_replays(), replays);

@@ -2,6 +2,7 @@
 // backend that runs nothing, so they check the runtime's own logic in isolation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "engine/engine_builder.h"
@@ -135,9 +136,13 @@ TEST_F(ExecutorTest, SampledStepsChooseEachRowsTokenAndCheckTheirRows) {
   s.all_logits = true;
   SamplingBatch batch;
   for (int r = 0; r < 3; ++r) batch.add_row();
-  auto ids = executor_->step_sampled({&s, 1}, *cache_, batch);
-  ASSERT_TRUE(ids) << ids.status().message();
-  EXPECT_EQ(std::vector<int32_t>(ids->begin(), ids->end()), (std::vector<int32_t>{5, 8, 11}));
+  batch.host_rows = {1};
+  auto out = executor_->step_sampled({&s, 1}, *cache_, batch);
+  ASSERT_TRUE(out) << out.status().message();
+  EXPECT_EQ(std::vector<int32_t>(out->ids.begin(), out->ids.end()), (std::vector<int32_t>{5, 8, 11}));
+  // Row 1's logits, as the backend produced them.
+  const std::span<const float> row1 = std::span<const float>(backend_.logits).subspan(backend_.vocab, backend_.vocab);
+  EXPECT_TRUE(std::equal(out->logits.begin(), out->logits.end(), row1.begin(), row1.end()));
   EXPECT_FALSE(executor_->samples_on_device());
 
   const size_t before = backend_.runs;
@@ -145,6 +150,13 @@ TEST_F(ExecutorTest, SampledStepsChooseEachRowsTokenAndCheckTheirRows) {
   auto too_few = executor_->step_sampled({&s, 1}, *cache_, batch);
   ASSERT_FALSE(too_few);
   EXPECT_NE(too_few.status().message().find("3 logits rows but 2 sampling rows"), std::string::npos);
+  batch.host_rows = {2, 1};
+  batch.add_row();
+  auto unordered = executor_->step_sampled({&s, 1}, *cache_, batch);
+  ASSERT_FALSE(unordered);
+  EXPECT_NE(unordered.status().message().find("host row 1 is out of order"), std::string::npos);
+  batch.host_rows.clear();
+  batch.rows.pop_back();
   batch.add_row().uniform = 1.0;
   auto bad_draw = executor_->step_sampled({&s, 1}, *cache_, batch);
   ASSERT_FALSE(bad_draw);

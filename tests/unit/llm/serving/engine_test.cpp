@@ -37,12 +37,13 @@ class DeviceSamplingCpuBackend final : public runtime::Backend {
   bool supports_kv_cache_dtype(runtime::KvCacheDtype d) const override { return cpu_.supports_kv_cache_dtype(d); }
   Expected<std::span<const float>> run_step(const runtime::StepView& step) override { return cpu_.run_step(step); }
   bool samples_on_device() const override { return true; }
-  Expected<std::span<const int32_t>> run_step_sampled(const runtime::StepView& step,
-                                                      const runtime::SamplingBatch& sampling) override {
+  Expected<runtime::SampledStep> run_step_sampled(const runtime::StepView& step,
+                                                  const runtime::SamplingBatch& sampling) override {
     ++sampled_steps;
+    host_rows += static_cast<int64_t>(sampling.host_rows.size());
     return Backend::run_step_sampled(step, sampling);
   }
-  std::atomic<int64_t> sampled_steps{0};
+  std::atomic<int64_t> sampled_steps{0}, host_rows{0};
 
  private:
   cpu::CpuBackend cpu_;
@@ -78,6 +79,7 @@ class Demo {
     return *device_sampling_executor_;
   }
   int64_t device_sampled_steps() const { return device_sampling_backend_.sampled_steps; }
+  int64_t device_sampling_host_rows() const { return device_sampling_backend_.host_rows; }
 
   // One sequence alone through Generator, on a cache of its own: the reference.
   GenerationResult alone(const std::vector<int32_t>& prompt, const SamplingParams& params,
@@ -146,6 +148,7 @@ class Demo {
 struct Outcome {
   std::vector<std::string> text;
   std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<TokenInfo>> infos;  // each token with its logprobs, when asked
   std::vector<FinishReason> finish;
   std::vector<TokenInfo> prompt_logprobs;
   RequestUsage usage;
@@ -166,11 +169,15 @@ void absorb(Outcome& o, std::vector<RequestEvent>& events) {
         if (o.text.size() <= c) {
           o.text.resize(c + 1);
           o.tokens.resize(c + 1);
+          o.infos.resize(c + 1);
           o.finish.resize(c + 1, FinishReason::kNone);
         }
         EXPECT_EQ(o.finish[c], FinishReason::kNone) << "a delta after the choice's last";
         o.text[c] += e.text;
-        for (const TokenInfo& t : e.tokens) o.tokens[c].push_back(t.token);
+        for (const TokenInfo& t : e.tokens) {
+          o.tokens[c].push_back(t.token);
+          o.infos[c].push_back(t);
+        }
         o.finish[c] = e.finish;
         ++o.deltas;
         break;
@@ -377,8 +384,8 @@ std::vector<Outcome> run_shared_prefix(ServingEngine& engine, Demo& demo) {
 }
 
 // On a backend that samples on its device, greedy requests (with bias and penalties too) give
-// the host sampler's tokens, and a request with logprobs still gets them (the steps it shares
-// fall back to logits on the host).
+// the host sampler's tokens, and a request with logprobs still gets them: its row's logits come
+// back with the step's ids, and its Sampler samples them here.
 TEST_F(ServingEngineTest, DeviceSamplingKeepsGreedyTokensAndLogprobs) {
   std::vector<SamplingParams> params(6, greedy(24));
   params[1].repetition_penalty = 1.3f;
@@ -386,24 +393,47 @@ TEST_F(ServingEngineTest, DeviceSamplingKeepsGreedyTokensAndLogprobs) {
   params[2].frequency_penalty = 0.5f;
   params[3].logit_bias = {{demo().encode("the").back(), 3.0f}};
   params[4].logprobs = 2;
-  params[4].max_tokens = 4;  // the steps after it finishes sample on the device
+  params[4].max_tokens = 4;
   auto engine = make_engine({}, &demo().device_sampling_executor());
   ASSERT_NE(engine, nullptr);
   const int64_t before = demo().device_sampled_steps();
+  const int64_t host_rows_before = demo().device_sampling_host_rows();
   std::vector<std::shared_ptr<ResponseStream>> streams;
   for (size_t i = 0; i < params.size(); ++i) {
     auto s = engine->submit(make_request(demo().encode(kTexts[i]), params[i]));
     ASSERT_TRUE(s) << s.status().message();
     streams.push_back(*s);
   }
+  std::vector<TokenInfo> logprobs_seen;
   for (size_t i = 0; i < streams.size(); ++i) {
     const Outcome o = collect(*streams[i]);
     ASSERT_TRUE(o.finished) << o.error;
     const GenerationResult expected = demo().alone(demo().encode(kTexts[i]), params[i]);
     EXPECT_EQ(o.tokens[0], expected.tokens) << kTexts[i];
     EXPECT_EQ(o.text[0], expected.text) << kTexts[i];
+    if (i == 4) logprobs_seen = o.infos[0];
   }
   EXPECT_GT(demo().device_sampled_steps(), before);
+  EXPECT_EQ(demo().device_sampling_host_rows() - host_rows_before, 4) << "one host row a token of the logprobs request";
+
+  // The logprobs are those of the host path, to the bit.
+  engine.reset();
+  auto host_engine = make_engine({});
+  ASSERT_NE(host_engine, nullptr);
+  auto on_host = host_engine->submit(make_request(demo().encode(kTexts[4]), params[4]));
+  ASSERT_TRUE(on_host);
+  const Outcome expected = collect(**on_host);
+  ASSERT_EQ(expected.infos[0].size(), 4u);
+  ASSERT_EQ(logprobs_seen.size(), 4u);
+  for (size_t t = 0; t < 4; ++t) {
+    EXPECT_TRUE(logprobs_seen[t].logprob.has_value());
+    EXPECT_EQ(logprobs_seen[t].logprob, expected.infos[0][t].logprob) << t;
+    ASSERT_EQ(logprobs_seen[t].top.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(logprobs_seen[t].top[k].token, expected.infos[0][t].top[k].token);
+      EXPECT_EQ(logprobs_seen[t].top[k].logprob, expected.infos[0][t].top[k].logprob);
+    }
+  }
 }
 
 // Device sampling draws each row from the sequence's own seeded generator: the engine's batched
