@@ -404,20 +404,21 @@ TEST_F(ServingEngineTest, DeviceSamplingKeepsGreedyTokensAndLogprobs) {
     ASSERT_TRUE(s) << s.status().message();
     streams.push_back(*s);
   }
-  std::vector<TokenInfo> logprobs_seen;
-  for (size_t i = 0; i < streams.size(); ++i) {
-    const Outcome o = collect(*streams[i]);
+  std::vector<Outcome> outcomes;
+  for (const auto& s : streams) outcomes.push_back(collect(*s));
+  engine.reset();  // the references below take their turn with the model
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const Outcome& o = outcomes[i];
     ASSERT_TRUE(o.finished) << o.error;
     const GenerationResult expected = demo().alone(demo().encode(kTexts[i]), params[i]);
     EXPECT_EQ(o.tokens[0], expected.tokens) << kTexts[i];
     EXPECT_EQ(o.text[0], expected.text) << kTexts[i];
-    if (i == 4) logprobs_seen = o.infos[0];
   }
   EXPECT_GT(demo().device_sampled_steps(), before);
   EXPECT_EQ(demo().device_sampling_host_rows() - host_rows_before, 4) << "one host row a token of the logprobs request";
 
   // The logprobs are those of the host path, to the bit.
-  engine.reset();
+  const std::vector<TokenInfo>& logprobs_seen = outcomes[4].infos[0];
   auto host_engine = make_engine({});
   ASSERT_NE(host_engine, nullptr);
   auto on_host = host_engine->submit(make_request(demo().encode(kTexts[4]), params[4]));
@@ -459,8 +460,11 @@ TEST_F(ServingEngineTest, DeviceSamplingSeedsGiveWhatEachGivesAlone) {
     ASSERT_TRUE(s) << s.status().message();
     streams.push_back(*s);
   }
-  for (size_t i = 0; i < streams.size(); ++i) {
-    const Outcome o = collect(*streams[i]);
+  std::vector<Outcome> outcomes;
+  for (const auto& s : streams) outcomes.push_back(collect(*s));
+  engine.reset();  // the references below take their turn with the executor
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const Outcome& o = outcomes[i];
     ASSERT_TRUE(o.finished) << o.error;
     const GenerationResult alone = demo().alone(demo().encode(kTexts[i]), params[i], &device);
     EXPECT_EQ(o.tokens[0], alone.tokens) << kTexts[i];
