@@ -46,7 +46,7 @@ RowSampling& SamplingBatch::add_row() {
   return row;
 }
 
-Status validate(const SamplingBatch& batch, int64_t num_rows, int64_t vocab) {
+Status validate(const SamplingBatch& batch, int64_t num_rows) {
   if (static_cast<int64_t>(batch.rows.size()) != num_rows) {
     return invalid_argument("the step has " + std::to_string(num_rows) + " logits rows but " +
                             std::to_string(batch.rows.size()) + " sampling rows");
@@ -87,7 +87,6 @@ Status validate(const SamplingBatch& batch, int64_t num_rows, int64_t vocab) {
                               std::to_string(num_rows) + " rows");
     }
   }
-  (void)vocab;  // token ids outside [0, vocab) are ignored, as llm::Sampler ignores them
   return Status::ok();
 }
 

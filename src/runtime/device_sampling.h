@@ -84,10 +84,11 @@ struct SampledStep {
   std::span<const float> logits;  // [host_rows.size(), vocab]
 };
 
-// Checks a batch against a step of `num_rows` rows over `vocab` tokens: one entry per row, list
-// ranges inside the lists, parameters in range, host rows ascending and in the step.
-// kInvalidArgument naming the row and field.
-Status validate(const SamplingBatch& batch, int64_t num_rows, int64_t vocab);
+// Checks a batch against a step of `num_rows` rows: one entry per row, list ranges inside the
+// lists, parameters in range, host rows ascending and in the step. Token ids outside the
+// vocabulary are ignored by sampling, as llm::Sampler ignores them. kInvalidArgument naming the
+// row and field.
+Status validate(const SamplingBatch& batch, int64_t num_rows);
 
 // A float's bits and back, on host and device alike.
 KILN_HOST_DEVICE inline uint32_t device_sampling_bits(float v) {

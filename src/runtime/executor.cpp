@@ -118,7 +118,7 @@ Expected<std::span<const float>> Executor::step(std::span<const SequenceStep> se
 Expected<SampledStep> Executor::step_sampled(std::span<const SequenceStep> seqs, KvCache& cache,
                                              const SamplingBatch& sampling) {
   KILN_ASSIGN_OR_RETURN(const StepView view, prepare_step(seqs, cache));
-  KILN_RETURN_IF_ERROR(validate(sampling, view.num_rows, model_.facts().vocab_size));
+  KILN_RETURN_IF_ERROR(validate(sampling, view.num_rows));
   KILN_ASSIGN_OR_RETURN(SampledStep out, backend_.run_step_sampled(view, sampling));
   if (static_cast<int64_t>(out.ids.size()) != view.num_rows ||
       out.logits.size() != sampling.host_rows.size() * static_cast<size_t>(model_.facts().vocab_size)) {

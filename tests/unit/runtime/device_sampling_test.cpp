@@ -108,20 +108,20 @@ TEST(DeviceSampling, NonFiniteLogits) {
 TEST(DeviceSampling, ValidateNamesTheRowAndField) {
   SamplingBatch batch = one_row(1.0f);
   batch.add_row().top_p = 0.0f;
-  Status st = validate(batch, 2, 8);
+  Status st = validate(batch, 2);
   ASSERT_FALSE(st);
   EXPECT_NE(st.message().find("sampling row 1: top_p"), std::string::npos) << st.message();
   batch.rows[1].top_p = 1.0f;
   batch.rows[1].bias_count = 1;
-  st = validate(batch, 2, 8);
+  st = validate(batch, 2);
   ASSERT_FALSE(st);
   EXPECT_NE(st.message().find("list range"), std::string::npos) << st.message();
   batch.rows[1].bias_count = 0;
   batch.rows[0].temperature = -1.0f;
-  EXPECT_FALSE(validate(batch, 2, 8));
+  EXPECT_FALSE(validate(batch, 2));
   batch.rows[0].temperature = 1.0f;
-  EXPECT_TRUE(validate(batch, 2, 8));
-  EXPECT_FALSE(validate(batch, 3, 8));
+  EXPECT_TRUE(validate(batch, 2));
+  EXPECT_FALSE(validate(batch, 3));
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ constexpr double kMinPValue = 1e-3;
 
 // Eight logits with no ties and clear gaps between cumulative probabilities:
 // softmax at T=1 ~ [0.072 0.195 0.044 0.010 0.531 0.026 0.119 0.004].
-const std::vector<float> kLogits = {1.0f, 2.0f, 0.5f, -1.0f, 3.0f, 0.0f, 1.5f, -2.0f};
+const std::vector<float>& kLogits = kiln::testing::kSweepLogits;
 
 // Regularised upper incomplete gamma Q(a, x): series below a + 1, Lentz continued fraction above.
 double gamma_q(double a, double x) {
