@@ -64,6 +64,10 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(tcp::socket socket, Service& service, const ServerConfig& config, ActiveCount& active)
       : stream_(std::move(socket)), timer_(stream_.get_executor()), service_(service), config_(config), active_(active) {
     beast::error_code ec;
+    // Responses go out as they are produced (a header, then a token per SSE chunk): without
+    // TCP_NODELAY, Nagle's algorithm holds each small write until the client acknowledges the
+    // previous one, which a delayed ACK puts off by up to 40 ms.
+    stream_.socket().set_option(tcp::no_delay(true), ec);
     auto ep = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
   }
