@@ -67,8 +67,27 @@ void for_each_run(const Geometry<T>& g, const int32_t* table, int64_t lo, int64_
 inline float kv_float(float x) { return x; }
 inline float kv_float(uint16_t x) { return bf16_to_float(x); }
 
+// The loops over a task's query heads, one head at a time: scores for `heads` heads whose
+// queries follow each other head_dim floats apart, into rows of s n floats apart; and their
+// weighted sums of values into acc: [heads, head_dim]. Ops whose kernels can share a widened key
+// or value row among heads (Avx512Ops) replace these.
+template <typename Ops>
+struct OneHeadAtATime {
+  template <typename T>
+  static void scores_heads(const float* q, int64_t heads, const T* k, int64_t kv_row, int64_t count,
+                           int64_t head_dim, float scale, float* s, int64_t n) {
+    for (int64_t r = 0; r < heads; ++r) Ops::scores(q + r * head_dim, k, kv_row, count, head_dim, scale, s + r * n);
+  }
+
+  template <typename T>
+  static void accumulate_heads(const float* p, int64_t n, int64_t heads, const T* v, int64_t kv_row,
+                               int64_t count, int64_t head_dim, float* acc) {
+    for (int64_t r = 0; r < heads; ++r) Ops::accumulate(p + r * n, v, kv_row, count, head_dim, acc + r * head_dim);
+  }
+};
+
 // ---- Portable inner loops; `omp simd` lets the compiler vectorise the reductions. ----
-struct ScalarOps {
+struct ScalarOps : OneHeadAtATime<ScalarOps> {
   // s[j] = scale * q . k_j for `count` keys kv_row elements apart; q, k_j: [head_dim].
   template <typename T>
   static void scores(const float* q, const T* k, int64_t kv_row, int64_t count,
@@ -133,7 +152,7 @@ KILN_AVX2 inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
   return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
 }
 
-struct Avx2Ops {
+struct Avx2Ops : OneHeadAtATime<Avx2Ops> {
   // Four keys at a time: four independent FMA chains hide the FMA latency, and one reduction
   // tree serves all four.
   template <typename T>
@@ -308,6 +327,156 @@ struct Avx512Ops {
   KILN_AVX512 static __m256 fold(__m512 x) {
     return _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
   }
+
+  // The heads of a task read the same keys and values. For the common head sizes (64 and 128)
+  // the kernels below take up to four heads at once, so that each cached row is widened once for
+  // all of them and their FMA chains overlap (one head's four chains leave the FMA units waiting
+  // on latency). Every head's arithmetic is the one of scores() and accumulate() above, in the
+  // same order, so the bits do not depend on how heads are grouped; other sizes go one head at a
+  // time.
+  template <typename T>
+  static void scores_heads(const float* q, int64_t heads, const T* k, int64_t kv_row, int64_t count,
+                           int64_t head_dim, float scale, float* s, int64_t n) {
+    for (int64_t r = 0; r < heads;) {
+      const int64_t h = std::min<int64_t>(4, heads - r);
+      const float* qr = q + r * head_dim;
+      float* sr = s + r * n;
+      if (head_dim == 64) {
+        scores_group<4>(static_cast<int>(h), qr, k, kv_row, count, scale, sr, n);
+      } else if (head_dim == 128) {
+        scores_group<8>(static_cast<int>(h), qr, k, kv_row, count, scale, sr, n);
+      } else {
+        for (int64_t i = 0; i < h; ++i) scores(qr + i * head_dim, k, kv_row, count, head_dim, scale, sr + i * n);
+      }
+      r += h;
+    }
+  }
+
+  template <typename T>
+  static void accumulate_heads(const float* p, int64_t n, int64_t heads, const T* v, int64_t kv_row,
+                               int64_t count, int64_t head_dim, float* acc) {
+    // At most 16 accumulators: four heads of 64, two of 128.
+    const int64_t most = head_dim == 64 ? 4 : head_dim == 128 ? 2 : 1;
+    for (int64_t r = 0; r < heads;) {
+      const int64_t h = std::min(most, heads - r);
+      const float* pr = p + r * n;
+      float* ar = acc + r * head_dim;
+      if (head_dim == 64) {
+        accumulate_group<4>(static_cast<int>(h), pr, n, v, kv_row, count, ar);
+      } else if (head_dim == 128) {
+        accumulate_group<8>(static_cast<int>(h), pr, n, v, kv_row, count, ar);
+      } else {
+        accumulate(pr, v, kv_row, count, head_dim, ar);
+      }
+      r += h;
+    }
+  }
+
+  template <int NV, typename T>
+  static void scores_group(int heads, const float* q, const T* k, int64_t kv_row, int64_t count,
+                           float scale, float* s, int64_t n) {
+    switch (heads) {
+      case 1: return scores_tile<NV, 1>(q, k, kv_row, count, scale, s, n);
+      case 2: return scores_tile<NV, 2>(q, k, kv_row, count, scale, s, n);
+      case 3: return scores_tile<NV, 3>(q, k, kv_row, count, scale, s, n);
+      default: return scores_tile<NV, 4>(q, k, kv_row, count, scale, s, n);
+    }
+  }
+
+  template <int NV, typename T>
+  static void accumulate_group(int heads, const float* p, int64_t n, const T* v, int64_t kv_row,
+                               int64_t count, float* acc) {
+    switch (heads) {
+      case 1: return accumulate_tile<NV, 1>(p, n, v, kv_row, count, acc);
+      case 2: return accumulate_tile<NV, 2>(p, n, v, kv_row, count, acc);
+      case 3: return accumulate_tile<NV, 3>(p, n, v, kv_row, count, acc);
+      default: return accumulate_tile<NV, 4>(p, n, v, kv_row, count, acc);
+    }
+  }
+
+  // H heads of NV * 16 elements against four keys at a time: 4H accumulators, each key row
+  // widened once per 16 elements; the queries come from L1.
+  template <int NV, int H, typename T>
+  KILN_AVX512 static void scores_tile(const float* q, const T* k, int64_t kv_row, int64_t count,
+                                      float scale, float* s, int64_t n) {
+    constexpr int64_t hd = NV * 16;
+    const __m128 scale4 = _mm_set1_ps(scale);
+    int64_t j = 0;
+    for (; j + 4 <= count; j += 4) {
+      const T* k0 = k + j * kv_row;
+      __m512 a[H][4];
+#pragma GCC unroll 16
+      for (int h = 0; h < H; ++h) {
+        for (int r = 0; r < 4; ++r) a[h][r] = _mm512_setzero_ps();
+      }
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        const __m512 kv0 = load16(k0 + 16 * v);
+        const __m512 kv1 = load16(k0 + kv_row + 16 * v);
+        const __m512 kv2 = load16(k0 + 2 * kv_row + 16 * v);
+        const __m512 kv3 = load16(k0 + 3 * kv_row + 16 * v);
+#pragma GCC unroll 4
+        for (int h = 0; h < H; ++h) {
+          const __m512 qv = _mm512_loadu_ps(q + h * hd + 16 * v);
+          a[h][0] = _mm512_fmadd_ps(qv, kv0, a[h][0]);
+          a[h][1] = _mm512_fmadd_ps(qv, kv1, a[h][1]);
+          a[h][2] = _mm512_fmadd_ps(qv, kv2, a[h][2]);
+          a[h][3] = _mm512_fmadd_ps(qv, kv3, a[h][3]);
+        }
+      }
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        const __m128 dots = hsum4(fold(a[h][0]), fold(a[h][1]), fold(a[h][2]), fold(a[h][3]));
+        _mm_storeu_ps(s + h * n + j, _mm_mul_ps(dots, scale4));
+      }
+    }
+    for (; j < count; ++j) {
+      const T* kj = k + j * kv_row;
+      __m512 a[H];
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) a[h] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        const __m512 kv = load16(kj + 16 * v);
+#pragma GCC unroll 4
+        for (int h = 0; h < H; ++h) a[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + h * hd + 16 * v), kv, a[h]);
+      }
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        const __m256 f = fold(a[h]);
+        s[h * n + j] = _mm_cvtss_f32(_mm_mul_ps(hsum4(f, f, f, f), scale4));
+      }
+    }
+  }
+
+  // H heads' sums of NV * 16 elements in H * NV accumulators (at most 16) over all the keys;
+  // each value row widened once.
+  template <int NV, int H, typename T>
+  KILN_AVX512 static void accumulate_tile(const float* p, int64_t n, const T* v, int64_t kv_row,
+                                          int64_t count, float* acc) {
+    constexpr int64_t hd = NV * 16;
+    __m512 a[H][NV];
+#pragma GCC unroll 16
+    for (int h = 0; h < H; ++h) {
+      for (int c = 0; c < NV; ++c) a[h][c] = _mm512_loadu_ps(acc + h * hd + 16 * c);
+    }
+    for (int64_t j = 0; j < count; ++j) {
+      const T* vj = v + j * kv_row;
+      __m512 vv[NV];
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; ++c) vv[c] = load16(vj + 16 * c);
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        const __m512 ph = _mm512_set1_ps(p[h * n + j]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; ++c) a[h][c] = _mm512_fmadd_ps(ph, vv[c], a[h][c]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int h = 0; h < H; ++h) {
+      for (int c = 0; c < NV; ++c) _mm512_storeu_ps(acc + h * hd + 16 * c, a[h][c]);
+    }
+  }
 };
 
 #undef KILN_AVX512
@@ -332,10 +501,8 @@ void attend_heads(const Geometry<T>& g, const AttentionShape& shape, const float
   // s[r]: [n], s[r][j] = scale * q_r . K[lo + j] (+ slope_r * (lo + j - pos)).
   for_each_run(g, t.block_table, t.lo, t.pos, t.kv_head * hd,
                [&](int64_t first, int64_t count, const T* k_rows, const T*) {
-                 for (int64_t r = 0; r < heads; ++r) {
-                   Ops::scores(q_row + r * hd, k_rows, g.kv_row, count, hd, g.scale,
-                               scores.data() + r * n + (first - t.lo));
-                 }
+                 Ops::scores_heads(q_row, heads, k_rows, g.kv_row, count, hd, g.scale,
+                                   scores.data() + (first - t.lo), n);
                });
   std::fill(acc.begin(), acc.begin() + heads * hd, 0.0f);
   sums.resize(static_cast<size_t>(heads));
@@ -349,10 +516,8 @@ void attend_heads(const Geometry<T>& g, const AttentionShape& shape, const float
   }
   for_each_run(g, t.block_table, t.lo, t.pos, t.kv_head * hd,
                [&](int64_t first, int64_t count, const T*, const T* v_rows) {
-                 for (int64_t r = 0; r < heads; ++r) {
-                   Ops::accumulate(scores.data() + r * n + (first - t.lo), v_rows, g.kv_row, count,
-                                   hd, acc.data() + r * hd);
-                 }
+                 Ops::accumulate_heads(scores.data() + (first - t.lo), n, heads, v_rows, g.kv_row,
+                                       count, hd, acc.data());
                });
   for (int64_t r = 0; r < heads; ++r) {
     const auto inv_sum = static_cast<float>(1.0 / sums[static_cast<size_t>(r)]);

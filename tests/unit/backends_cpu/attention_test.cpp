@@ -220,10 +220,11 @@ class PagedHarness {
   std::vector<uint16_t> cache_k16_, cache_v16_;
 };
 
-// Runs fn once per kernel path this CPU has (scalar always, AVX2 where supported).
+// Runs fn once per kernel path this CPU has (scalar always, AVX2 and AVX-512 where supported).
 void for_each_isa(const std::function<void()>& fn) {
   std::vector<Isa> isas = {Isa::kScalar};
   if (isa_detect() >= Isa::kAvx2) isas.push_back(Isa::kAvx2);
+  if (isa_detect() >= Isa::kAvx512) isas.push_back(Isa::kAvx512);
   for (Isa isa : isas) {
     SCOPED_TRACE(std::string("isa ") + std::string(isa_name(isa)));
     ASSERT_TRUE(isa_override(isa).is_ok());
@@ -395,26 +396,30 @@ TEST(Attention, LongContextDecode) {
 TEST(Attention, ThreadCountDoesNotChangeBits) {
   // How a kv head's query heads are split into tasks depends on the thread count; the bits must
   // not. A decode row (few tasks, heads split) and a prefill (many tasks, heads kept together).
+  // AVX-512 takes up to four heads of 64 (two of 128) at once: groups of 4, 7 and 2 heads are
+  // split as 4, 4+3 and 2, or one head a task with many threads; 80 goes one head at a time.
   for_each_isa([] {
-    Shape s;
-    s.num_heads = 8;
-    s.num_kv_heads = 2;
-    s.head_dim = 64;
-    const Seq seq = make_seq(s, 40, 31);
-    std::vector<std::vector<float>> results;
-    const int saved = omp_get_max_threads();
-    for (int threads : {1, 3, 8}) {
-      omp_set_num_threads(threads);
-      PagedHarness run(s, {&seq}, 9);
-      run.step({{0, 38}});
-      run.step({{0, 1}});
-      run.step({{0, 1}});
-      results.push_back(run.output(0));
+    for (auto [num_heads, head_dim] : {std::pair<int64_t, int64_t>{8, 64}, {14, 64}, {4, 128}, {14, 128}, {6, 80}}) {
+      Shape s;
+      s.num_heads = num_heads;
+      s.num_kv_heads = 2;
+      s.head_dim = head_dim;
+      SCOPED_TRACE(s.str());
+      const Seq seq = make_seq(s, 40, 31);
+      std::vector<std::vector<float>> results;
+      const int saved = omp_get_max_threads();
+      for (int threads : {1, 3, 8, 14}) {
+        omp_set_num_threads(threads);
+        PagedHarness run(s, {&seq}, 9);
+        run.step({{0, 38}});
+        run.step({{0, 1}});
+        run.step({{0, 1}});
+        results.push_back(run.output(0));
+      }
+      omp_set_num_threads(saved);
+      for (size_t i = 1; i < results.size(); ++i) EXPECT_EQ(results[i], results[0]) << "run " << i;
+      expect_matches_reference(results[0], dense_reference(s, seq));
     }
-    omp_set_num_threads(saved);
-    EXPECT_EQ(results[1], results[0]);
-    EXPECT_EQ(results[2], results[0]);
-    expect_matches_reference(results[0], dense_reference(s, seq));
   });
 }
 
