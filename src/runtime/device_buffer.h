@@ -1,7 +1,8 @@
 // DeviceBuffer: a block of memory a backend owns on its device — host memory for the CPU
 // backend, GPU memory for a GPU backend. The runtime holds KV-cache storage in one (KvCache) and
 // passes its pointers to the backend that made it; only that backend dereferences them.
-// HostBuffer is the host-memory kind: zeroed, 64-byte aligned.
+// HostBuffer is the host-memory kind: zeroed, 64-byte aligned; from 2 MiB up, an anonymous
+// mapping aligned to 2 MiB with huge pages requested.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +23,9 @@ class DeviceBuffer {
 class HostBuffer final : public DeviceBuffer {
  public:
   explicit HostBuffer(size_t bytes);
+  ~HostBuffer() override;
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
   void* data() override { return data_; }
   size_t bytes() const override { return bytes_; }
   std::string device() const override { return "host"; }
@@ -30,6 +34,7 @@ class HostBuffer final : public DeviceBuffer {
   std::unique_ptr<std::byte[]> storage_;
   std::byte* data_ = nullptr;
   size_t bytes_ = 0;
+  size_t mapped_ = 0;  // the mapping's length, when data_ is one
 };
 
 }  // namespace kiln::runtime
