@@ -2,7 +2,10 @@
 
 #include <omp.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "backends/cpu/attention.h"
 #include "backends/cpu/elementwise.h"
@@ -121,14 +124,49 @@ Expected<std::span<const float>> CpuBackend::run_step(const runtime::StepView& s
     buffers_.outputs.clear();
     for (ir::ValueId in : node.inputs) buffers_.inputs.push_back(buffer(in));
     for (ir::ValueId out : node.outputs) buffers_.outputs.push_back(buffer(out));
+    if (!profile_) {
+      nodes_[i](buffers_, step);
+      continue;
+    }
+    const auto start = std::chrono::steady_clock::now();
     nodes_[i](buffers_, step);
+    OpProfile::Entry& e = profile_totals_.by_kind[profile_kinds_[i]];
+    e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  if (profile_) {
+    ++profile_totals_.runs;
+    profile_tokens_ += step.num_tokens;
   }
   const auto* logits = static_cast<const float*>(buffer(graph_->outputs()[0]));
   return std::span<const float>(logits, static_cast<size_t>(step.num_rows * vocab_));
 }
 
+CpuBackend::~CpuBackend() {
+  if (!profile_ || profile_totals_.runs == 0) return;
+  char extra[64];
+  std::snprintf(extra, sizeof extra, "%.1f tokens a step",
+                static_cast<double>(profile_tokens_) / static_cast<double>(profile_totals_.runs));
+  profile_totals_.print("step", extra);
+}
+
 Status CpuBackend::bind_nodes(const ir::Graph& graph) {
   nodes_.clear();
+  profile_ = profile_level_from_env() != ProfileLevel::kOff;
+  profile_kinds_.clear();
+  profile_totals_ = {};
+  profile_tokens_ = 0;
+  for (const ir::Node& node : graph.nodes()) {
+    // Matrix products by weight shape (n x k), the rest by op.
+    std::string kind = node.op;
+    for (ir::ValueId in : node.inputs) {
+      if (node.op == "matmul" && graph.value(in).is_weight) {
+        const auto& shape = graph.weight(in).shape;
+        if (shape.size() == 2) kind += " " + std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
+      }
+    }
+    profile_totals_.by_kind[kind].nodes += 1;
+    profile_kinds_.push_back(std::move(kind));
+  }
   for (const ir::Node& node : graph.nodes()) {
     const ir::Value& out0 = graph.value(node.outputs[0]);
     const int64_t cols = out0.shape.size() == 2 ? out0.shape[1] : 1;

@@ -3,6 +3,8 @@
 // kernel choice and constants (rope frequencies, ALiBi slopes); run_step() lays each node's
 // buffers out in the activation arena (the engine's memory plan times max_tokens) and calls the
 // closures in order. Weights are read in place from the mapped engine; KV storage is host memory.
+// With KILN_CPU_PROFILE set (op_profile.h), the backend times each node and prints the time per
+// op over all steps when destroyed.
 #pragma once
 
 #include <functional>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/op_profile.h"
 #include "runtime/backend.h"
 
 namespace kiln::cpu {
@@ -24,6 +27,7 @@ std::string cpu_target_name(Isa isa);
 class CpuBackend final : public runtime::Backend {
  public:
   CpuBackend();
+  ~CpuBackend() override;
   std::string target() const override;
   Status check_target(const std::string& engine_target) const override;
   Status prepare(const runtime::LoadedModel& model, int64_t max_tokens) override;
@@ -48,6 +52,10 @@ class CpuBackend final : public runtime::Backend {
   std::vector<NodeFn> nodes_;
   std::unique_ptr<runtime::HostBuffer> arena_;
   NodeBuffers buffers_;
+  bool profile_ = false;
+  std::vector<std::string> profile_kinds_;  // per node: its line in the profile
+  OpProfile profile_totals_;
+  int64_t profile_tokens_ = 0;
 };
 
 }  // namespace kiln::cpu

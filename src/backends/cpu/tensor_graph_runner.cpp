@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "backends/cpu/op_profile.h"
 #include "ir/epilogue.h"
 
 namespace kiln::cpu {
@@ -57,9 +58,9 @@ Expected<std::unique_ptr<TensorGraphRunner>> TensorGraphRunner::create(const ir:
   keep_freed_memory_for_reuse();
   std::unique_ptr<TensorGraphRunner> runner(new TensorGraphRunner(graph));
   runner->profiles_ = std::move(profiles);
-  const char* profile = std::getenv("KILN_CPU_PROFILE");
-  runner->profile_ = profile != nullptr && (std::strcmp(profile, "1") == 0 || std::strcmp(profile, "nodes") == 0);
-  runner->profile_nodes_ = runner->profile_ && std::strcmp(profile, "nodes") == 0;
+  const ProfileLevel profile = profile_level_from_env();
+  runner->profile_ = profile != ProfileLevel::kOff;
+  runner->profile_nodes_ = profile == ProfileLevel::kNodes;
   runner->node_seconds_.assign(graph.nodes().size(), 0.0);
   for (const auto& node : graph.nodes()) {
     if (tensor_kernel(node.op) == nullptr) {
@@ -158,26 +159,18 @@ Expected<std::vector<std::pair<std::string, ir::Tensor>>> TensorGraphRunner::run
 
 TensorGraphRunner::~TensorGraphRunner() {
   if (!profile_ || runs_ == 0) return;
-  std::map<std::string, std::pair<double, size_t>> by_op;
-  double total = 0;
+  OpProfile by_op;
+  by_op.runs = runs_;
   for (size_t i = 0; i < graph_.nodes().size(); ++i) {
     const ir::Node& n = graph_.nodes()[i];
     std::string key = n.op;
     const ir::Epilogue e = ir::node_epilogue(n);
     if (e.activation != ir::Activation::kNone) key += "+" + std::string(ir::activation_name(e.activation));
-    auto& [seconds, count] = by_op[key];
-    seconds += node_seconds_[i];
-    ++count;
-    total += node_seconds_[i];
+    OpProfile::Entry& entry = by_op.by_kind[key];
+    entry.seconds += node_seconds_[i];
+    ++entry.nodes;
   }
-  std::vector<std::pair<double, std::string>> rows;
-  for (const auto& [op, v] : by_op) rows.emplace_back(v.first, op);
-  std::sort(rows.rbegin(), rows.rend());
-  std::fprintf(stderr, "kiln cpu profile: %zu runs, %.3f ms a run\n", runs_, total * 1e3 / static_cast<double>(runs_));
-  for (const auto& [seconds, op] : rows) {
-    std::fprintf(stderr, "  %-28s %9.3f ms a run %6.1f%%  %4zu nodes\n", op.c_str(),
-                 seconds * 1e3 / static_cast<double>(runs_), 100.0 * seconds / std::max(total, 1e-12), by_op[op].second);
-  }
+  by_op.print("run");
   if (!profile_nodes_) return;
   std::vector<std::pair<double, size_t>> nodes;
   for (size_t i = 0; i < node_seconds_.size(); ++i) nodes.emplace_back(node_seconds_[i], i);

@@ -26,8 +26,9 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-Result kiln(const std::string& args) {
-  const std::string cmd = std::string(KILN_BINARY) + " " + args + " 2>&1";
+// `env`: assignments put before the command ("NAME=value ...").
+Result kiln(const std::string& args, const std::string& env = "") {
+  const std::string cmd = (env.empty() ? "" : env + " ") + std::string(KILN_BINARY) + " " + args + " 2>&1";
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -115,6 +116,21 @@ TEST_F(CliTest, TheKvCacheFollowsTheEnginesPrecisionUnlessToldOtherwise) {
   built = kiln("build " + kGolden + "llama_gqa -o " + f8 + " --dtype fp8 --no-autotune");
   ASSERT_EQ(built.status, 0) << built.out;
   EXPECT_EQ(kv_line(kiln("bench " + f8 + bench)), "kv cache bf16") << "fp8 weights round far more than a bf16 cache";
+}
+
+// KILN_CPU_PROFILE=1 makes the CPU backend print where its steps' time went when it ends.
+TEST_F(CliTest, CpuProfilePrintsTheTimePerOpOfAnLlmEngine) {
+  const std::string engine = build_engine();
+  Result r = kiln("eval " + engine + " --ids 5,6,7 --generate 3");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("kiln cpu profile"), std::string::npos) << r.out;
+  r = kiln("eval " + engine + " --ids 5,6,7 --generate 3", "KILN_CPU_PROFILE=1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("kiln cpu profile: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" steps, "), std::string::npos) << r.out;
+  for (const char* kind : {"attention", "rope", "rms_norm", "matmul "}) {
+    EXPECT_NE(r.out.find("\n  " + std::string(kind)), std::string::npos) << kind << " in: " << r.out;
+  }
 }
 
 // fp8 weights are a GPU format, but an engine of them runs on the CPU too (widened to fp32).
