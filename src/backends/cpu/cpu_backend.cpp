@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "backends/cpu/attention.h"
@@ -167,6 +168,7 @@ Status CpuBackend::bind_nodes(const ir::Graph& graph) {
     profile_totals_.by_kind[kind].nodes += 1;
     profile_kinds_.push_back(std::move(kind));
   }
+  std::map<std::vector<float>, std::shared_ptr<RopeTable>> rope_tables;
   for (const ir::Node& node : graph.nodes()) {
     const ir::Value& out0 = graph.value(node.outputs[0]);
     const int64_t cols = out0.shape.size() == 2 ? out0.shape[1] : 1;
@@ -254,10 +256,17 @@ Status CpuBackend::bind_nodes(const ir::Graph& graph) {
       const int64_t rot = node.attr_int("rotary_dim");
       KILN_RETURN_IF_ERROR(rope_params_validate(params, rot).with_context("node '" + node.name + "'"));
       const bool dynamic = params.type == "dynamic";
-      const std::vector<float> fixed = dynamic ? std::vector<float>{} : rope_inv_freq(params, rot, 0);
+      std::shared_ptr<RopeTable> table;
+      if (!dynamic) {
+        // One table for all the nodes with these frequencies (a model's queries and keys).
+        std::vector<float> inv_freq = rope_inv_freq(params, rot, 0);
+        std::shared_ptr<RopeTable>& shared = rope_tables[inv_freq];
+        if (shared == nullptr) shared = std::make_shared<RopeTable>(std::move(inv_freq));
+        table = shared;
+      }
       fn = [=](const CpuBackend::NodeBuffers& b, const runtime::StepView& s) {
         if (!dynamic) {
-          rope(in_f(b, 0), s.num_tokens, heads, dim, rot, s.positions, fixed.data(), out_f(b, 0));
+          rope(in_f(b, 0), s.num_tokens, heads, dim, s.positions, *table, out_f(b, 0));
           return;
         }
         // Dynamic NTK scaling depends on each sequence's length so far.

@@ -200,6 +200,32 @@ TEST(Rope, MatchesDoubleReference) {
   }
 }
 
+TEST(Rope, TableGivesTheBitsOfComputedAngles) {
+  // The table is grown by the positions steps bring (out of order, past its size, by more than
+  // double); every step's result equals rope() computing its own angles, in place or not.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  for (const RopeCase c : {RopeCase{0, 3, 64, 64}, RopeCase{0, 4, 80, 32}, RopeCase{0, 2, 128, 128}}) {
+    const auto inv = rope_inv_freq(params("llama3"), c.rotary_dim, 0);
+    RopeTable table(inv);
+    EXPECT_EQ(table.positions(), 0);
+    for (const std::vector<int32_t>& pos :
+         {std::vector<int32_t>{3, 0, 1}, std::vector<int32_t>{2}, std::vector<int32_t>{40, 7, 300},
+          std::vector<int32_t>{299, 5000, 4}}) {
+      const auto t = static_cast<int64_t>(pos.size());
+      std::vector<float> x(static_cast<size_t>(t * c.heads * c.head_dim));
+      for (float& v : x) v = dist(rng);
+      std::vector<float> want(x.size(), kNan), got(x.size(), kNan);
+      rope(x.data(), t, c.heads, c.head_dim, c.rotary_dim, pos.data(), inv.data(), want.data());
+      rope(x.data(), t, c.heads, c.head_dim, pos.data(), table, got.data());
+      EXPECT_EQ(got, want);
+      EXPECT_GT(table.positions(), *std::max_element(pos.begin(), pos.end()));
+      rope(x.data(), t, c.heads, c.head_dim, pos.data(), table, x.data());
+      EXPECT_EQ(x, want) << "in place";
+    }
+  }
+}
+
 TEST(Rope, RotationPreservesPairNorm) {
   // A rotation keeps |(x_j, x_{j+half})| for every pair, at any position.
   std::mt19937 rng(7);
