@@ -47,19 +47,42 @@ struct Geometry {
   float scale;
 };
 
-// Calls fn(first_pos, count, k_rows, v_rows) for each run of consecutive positions in [lo, pos]
-// that share a cache block; k_rows / v_rows point at the kv head's slice of the run's first row.
-template <typename T, typename Fn>
-void for_each_run(const Geometry<T>& g, const int32_t* table, int64_t lo, int64_t pos,
-                  int64_t kv_offset, Fn&& fn) {
+// A run of consecutive positions [first, first + count) that share a cache block; k and v point
+// at the kv head's slice of the run's first row.
+template <typename T>
+struct Run {
+  int64_t first;
+  int64_t count;
+  const T* k;
+  const T* v;
+};
+
+// The runs covering positions [lo, pos] of a sequence, in order, into `runs`.
+template <typename T>
+void collect_runs(const Geometry<T>& g, const int32_t* table, int64_t lo, int64_t pos, int64_t kv_offset,
+                  std::vector<Run<T>>& runs) {
+  runs.clear();
   for (int64_t start = lo; start <= pos;) {
     const int64_t b = start / g.block_size;
     const int64_t end = std::min(pos + 1, (b + 1) * g.block_size);
     const int64_t block = table[b];
     KILN_CHECK(block >= 0 && block < g.num_blocks);
     const int64_t row = (block * g.block_size + start % g.block_size) * g.kv_row + kv_offset;
-    fn(start, end - start, g.cache_k + row, g.cache_v + row);
+    runs.push_back({start, end - start, g.cache_k + row, g.cache_v + row});
     start = end;
+  }
+}
+
+// Asks for a run's rows of one kv head (head_dim elements each, kv_row apart) to be brought into
+// the cache. Blocks lie scattered over the pool, so the hardware prefetchers, which follow a
+// stream within a page, start afresh at every block; a software prefetch one run ahead keeps
+// the loads from waiting on memory.
+template <typename T>
+void prefetch_rows(const T* rows, int64_t count, int64_t kv_row, int64_t head_dim) {
+  const auto bytes = static_cast<int64_t>(head_dim * sizeof(T));
+  for (int64_t j = 0; j < count; ++j) {
+    const char* p = reinterpret_cast<const char*>(rows + j * kv_row);
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 3);
   }
 }
 
@@ -489,7 +512,7 @@ struct Avx512Ops {
 template <typename Ops, typename T>
 void attend_heads(const Geometry<T>& g, const AttentionShape& shape, const float* q, int64_t q_stride,
                   const HeadsTask& t, std::vector<float>& scores, std::vector<float>& acc,
-                  std::vector<double>& sums, float* out) {
+                  std::vector<double>& sums, std::vector<Run<T>>& runs, float* out) {
   const int64_t hd = g.head_dim;
   const int64_t heads = t.head_end - t.head_begin;
   const int64_t n = t.pos - t.lo + 1;
@@ -498,12 +521,16 @@ void attend_heads(const Geometry<T>& g, const AttentionShape& shape, const float
   }
   if (static_cast<int64_t>(acc.size()) < heads * hd) acc.resize(static_cast<size_t>(heads * hd));
   const float* q_row = q + t.row * q_stride + t.head_begin * hd;
-  // s[r]: [n], s[r][j] = scale * q_r . K[lo + j] (+ slope_r * (lo + j - pos)).
-  for_each_run(g, t.block_table, t.lo, t.pos, t.kv_head * hd,
-               [&](int64_t first, int64_t count, const T* k_rows, const T*) {
-                 Ops::scores_heads(q_row, heads, k_rows, g.kv_row, count, hd, g.scale,
-                                   scores.data() + (first - t.lo), n);
-               });
+  collect_runs(g, t.block_table, t.lo, t.pos, t.kv_head * hd, runs);
+  // s[r]: [n], s[r][j] = scale * q_r . K[lo + j] (+ slope_r * (lo + j - pos)). While a run's keys
+  // are scored, the next run's keys and this run's values are fetched.
+  prefetch_rows(runs[0].k, runs[0].count, g.kv_row, hd);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Run<T>& run = runs[i];
+    if (i + 1 < runs.size()) prefetch_rows(runs[i + 1].k, runs[i + 1].count, g.kv_row, hd);
+    prefetch_rows(run.v, run.count, g.kv_row, hd);
+    Ops::scores_heads(q_row, heads, run.k, g.kv_row, run.count, hd, g.scale, scores.data() + (run.first - t.lo), n);
+  }
   std::fill(acc.begin(), acc.begin() + heads * hd, 0.0f);
   sums.resize(static_cast<size_t>(heads));
   for (int64_t r = 0; r < heads; ++r) {
@@ -514,11 +541,9 @@ void attend_heads(const Geometry<T>& g, const AttentionShape& shape, const float
     }
     sums[static_cast<size_t>(r)] = Ops::softmax_numerators(s, n);
   }
-  for_each_run(g, t.block_table, t.lo, t.pos, t.kv_head * hd,
-               [&](int64_t first, int64_t count, const T*, const T* v_rows) {
-                 Ops::accumulate_heads(scores.data() + (first - t.lo), n, heads, v_rows, g.kv_row,
-                                       count, hd, acc.data());
-               });
+  for (const Run<T>& run : runs) {
+    Ops::accumulate_heads(scores.data() + (run.first - t.lo), n, heads, run.v, g.kv_row, run.count, hd, acc.data());
+  }
   for (int64_t r = 0; r < heads; ++r) {
     const auto inv_sum = static_cast<float>(1.0 / sums[static_cast<size_t>(r)]);
     float* o = out + t.row * shape.num_heads * hd + (t.head_begin + r) * hd;
@@ -546,6 +571,7 @@ void attend_all(const float* q, int64_t q_stride, const AttentionBatch& batch,
     std::vector<float> scores;
     std::vector<float> acc;
     std::vector<double> sums;
+    std::vector<Run<T>> runs;
     // Rows differ in length (causal prefill), so hand out work dynamically.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
@@ -560,7 +586,7 @@ void attend_all(const float* q, int64_t q_stride, const AttentionBatch& batch,
       t.block_table = batch.block_tables[s];
       t.pos = batch.context_len[s] + (t.row - qs[s]);
       t.lo = shape.sliding_window > 0 ? std::max<int64_t>(0, t.pos - shape.sliding_window + 1) : 0;
-      attend_heads<Ops>(g, shape, q, q_stride, t, scores, acc, sums, out);
+      attend_heads<Ops>(g, shape, q, q_stride, t, scores, acc, sums, runs, out);
     }
   }
 }
