@@ -241,7 +241,8 @@ Status CpuBackend::bind_nodes(const ir::Graph& graph) {
         // x: [m, width] -> outputs [m, sizes[j]]
         const int64_t m = rows_of(out0, s);
         const float* x = in_f(b, 0);
-#pragma omp parallel for schedule(static)
+        // A parallel region costs more than copying a few rows.
+#pragma omp parallel for schedule(static) if (m * width >= (int64_t{1} << 15))
         for (int64_t r = 0; r < m; ++r) {
           int64_t col = 0;
           for (size_t j = 0; j < sizes.size(); ++j) {
