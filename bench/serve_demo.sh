@@ -2,7 +2,8 @@
 # Serving figures on the demo model: kiln serve on loopback, driven by kiln bench serve at
 # concurrency 1, 16 and 64 with the same random prompts (128 tokens in, 128 out), then the
 # engine's own time against its model-step time from /metrics, and the CPU time of the server's
-# network threads (HTTP, JSON, SSE; named kiln-http) against the same.
+# network threads (HTTP, JSON, SSE; named kiln-http) against the same, split into user space and
+# the kernel (mostly the loopback TCP stack, whose receiving side runs in the sender's time).
 # Usage: [SERVE_ARGS="--kv-cache-dtype fp32"] bench/serve_demo.sh [THREADS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,12 +20,15 @@ trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/v2/health/ready" >/dev/null && break; sleep 0.2; done
 lscpu | grep 'Model name'
 metric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 ~ "^"m"[{]" {print $2}'; }
-http_cpu() {  # CPU seconds (user + system) of the server's network threads so far
-  local ticks=0 t
+http_cpu() {  # CPU seconds of the server's network threads so far: "user system"
+  local user=0 sys=0 t
   for t in /proc/"$server"/task/*; do
-    [ "$(cat "$t/comm" 2>/dev/null)" = kiln-http ] && ticks=$((ticks + $(awk '{print $14 + $15}' "$t/stat")))
+    if [ "$(cat "$t/comm" 2>/dev/null)" = kiln-http ]; then
+      read -r u s < <(awk '{print $14, $15}' "$t/stat")
+      user=$((user + u)); sys=$((sys + s))
+    fi
   done
-  awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN { print t / hz }'
+  awk -v u="$user" -v s="$sys" -v hz="$(getconf CLK_TCK)" 'BEGIN { print u / hz, s / hz }'
 }
 for c in 1 16 64; do
   n=$(( c == 1 ? 16 : 4 * c ))
@@ -34,6 +38,7 @@ for c in 1 16 64; do
     grep -iE "throughput|time to first token|time per output token" | sed "s/^/c=$c /" || true
   step1=$(metric kiln_engine_step_seconds_total); over1=$(metric kiln_engine_overhead_seconds_total); http1=$(http_cpu)
   awk -v s0="$step0" -v s1="$step1" -v o0="$over0" -v o1="$over1" -v h0="$http0" -v h1="$http1" -v c="$c" \
-    'BEGIN { printf "c=%s engine overhead %.2f%%, network threads %.2f%% of model-step time\n", c,
-             100 * (o1 - o0) / (s1 - s0), 100 * (h1 - h0) / (s1 - s0) }'
+    'BEGIN { split(h0, a, " "); split(h1, b, " "); u = b[1] - a[1]; k = b[2] - a[2]; d = s1 - s0
+             printf "c=%s engine overhead %.2f%%, network threads %.2f%% (user %.2f%%, kernel %.2f%%) of model-step time\n",
+                    c, 100 * (o1 - o0) / d, 100 * (u + k) / d, 100 * u / d, 100 * k / d }'
 done

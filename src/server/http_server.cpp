@@ -1,5 +1,6 @@
 #include "server/http_server.h"
 
+#include "server/event_relay.h"
 #include "server/openai_protocol.h"
 
 #include <sys/resource.h>
@@ -61,8 +62,13 @@ struct ActiveCount {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, Service& service, const ServerConfig& config, ActiveCount& active)
-      : stream_(std::move(socket)), timer_(stream_.get_executor()), service_(service), config_(config), active_(active) {
+  Session(tcp::socket socket, Service& service, const ServerConfig& config, ActiveCount& active, EventRelay& relay)
+      : stream_(std::move(socket)),
+        timer_(stream_.get_executor()),
+        service_(service),
+        config_(config),
+        active_(active),
+        relay_(relay) {
     beast::error_code ec;
     // Responses go out as they are produced (a header, then a token per SSE chunk): without
     // TCP_NODELAY, Nagle's algorithm holds each small write until the client acknowledges the
@@ -183,13 +189,16 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!reply.job) return write_response(std::move(reply.response));
     job_ = std::move(reply.job);
     auto self = shared_from_this();
-    // The engine thread calls this; it only schedules a poll on this session's strand. The
-    // session stays alive through it until the job is dropped (which drops the notifier).
+    // The engine thread calls this; it only schedules a poll on this session's strand, through
+    // the relay (one wake-up for all the sessions a step serves). The session stays alive
+    // through it until the job is dropped (which drops the notifier).
     job_->set_notifier([self] {
       if (!self->poll_scheduled_.exchange(true)) {
-        net::post(self->stream_.get_executor(), [self] {
-          self->poll_scheduled_.store(false);
-          self->on_job_events();
+        self->relay_.post([self] {
+          net::post(self->stream_.get_executor(), [self] {
+            self->poll_scheduled_.store(false);
+            self->on_job_events();
+          });
         });
       }
     });
@@ -378,6 +387,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Service& service_;
   const ServerConfig& config_;
   ActiveCount& active_;
+  EventRelay& relay_;
   std::string remote_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -400,14 +410,19 @@ class Session : public std::enable_shared_from_this<Session> {
 
 struct HttpServer::Impl {
   Impl(Service& s, const ServerConfig& c)
-      : service(s), config(c), ioc(c.network_threads), acceptor(net::make_strand(ioc)), signals(ioc, SIGINT, SIGTERM) {}
+      : service(s),
+        config(c),
+        ioc(c.network_threads),
+        acceptor(net::make_strand(ioc)),
+        signals(ioc, SIGINT, SIGTERM),
+        relay(ioc) {}
 
   void accept() {
     acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
       if (ec) {
         if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
       } else {
-        std::make_shared<Session>(std::move(socket), service, config, active)->start();
+        std::make_shared<Session>(std::move(socket), service, config, active, relay)->start();
       }
       accept();
     });
@@ -418,6 +433,7 @@ struct HttpServer::Impl {
   net::io_context ioc;
   tcp::acceptor acceptor;
   net::signal_set signals;
+  EventRelay relay;
   // on_signal's callback, and a signal that came before there was one (between start() and
   // on_signal()), delivered when the callback is set.
   std::mutex signal_mu;
