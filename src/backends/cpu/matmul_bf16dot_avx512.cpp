@@ -213,6 +213,7 @@ void matmul_bf16dot(const float* x, int64_t m, int64_t k, const std::byte* w, in
 
 constexpr int kRowTileX = 6;  // activation rows per tile
 constexpr int kRowTileW = 4;  // weight rows per tile: one shuffle tree sums the four
+constexpr int kPrefetchTiles = 2;  // weight tiles fetched ahead of the one in use
 
 // {sum(a0), sum(a1), sum(a2), sum(a3)}: halves, then quarters, then lanes within a quarter.
 __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
@@ -284,8 +285,16 @@ void matmul_bf16dot_rows(const float* x, int64_t m, int64_t k, const std::byte* 
   const detail::Blocking bl = detail::matmul_blocking(m, n, k, kRowTileX, kRowTileW, 0, 1);
   const auto round_rows = [&] { round_rows_to_bf16(x, m, k, xb); };
   detail::matmul_parallel(m, n, bl, round_rows, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-    // Four weight rows stay in L1 while every activation row of the block passes them.
+    // Four weight rows stay in L1 while every activation row of the block passes them. The
+    // rows kPrefetchTiles tiles ahead are fetched meanwhile: they are contiguous, but a
+    // hardware prefetcher restarts at every 4 KiB page and stays behind the loads at decode.
     for (int64_t j = j0; j < j1; j += kRowTileW) {
+      const int64_t ahead = j + kPrefetchTiles * kRowTileW;
+      if (ahead < j1) {
+        const char* p = reinterpret_cast<const char*>(wb + ahead * k);
+        const int64_t bytes = std::min<int64_t>(kRowTileW, j1 - ahead) * k * 2;
+        for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+      }
       const int nr = static_cast<int>(std::min<int64_t>(kRowTileW, j1 - j));
       const float* bb = bias != nullptr ? bias + j : nullptr;
       for (int64_t i = i0; i < i1; i += kRowTileX) {
