@@ -3,7 +3,9 @@
 // one after another; posting each to the event loop would wake a network thread (a futex or an
 // eventfd write, and the scheduler's work) for every one of them. The relay queues them and posts
 // a single flush while one is pending; the flush then posts each task from inside the event
-// loop, where asio queues it without waking anyone.
+// loop, where asio queues it without waking anyone. It only carries the wake-ups (a
+// ResponseStream's notifier posts through it); the events themselves are handed over in
+// llm/serving/request_queue.h, as every hand-off between the engine and its front ends is.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
