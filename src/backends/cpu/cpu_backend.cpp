@@ -94,6 +94,14 @@ Status CpuBackend::prepare(const runtime::LoadedModel& model, int64_t max_tokens
   KILN_RETURN_IF_ERROR(bind_nodes(*graph_));
   arena_ = std::make_unique<runtime::HostBuffer>(static_cast<size_t>(graph_->arena_per_token() * max_tokens) *
                                                  sizeof(float));
+  // Every node's buffers are fixed from here on: look them up once rather than at every step.
+  node_buffers_.clear();
+  for (const ir::Node& node : graph_->nodes()) {
+    NodeBuffers b;
+    for (ir::ValueId in : node.inputs) b.inputs.push_back(buffer(in));
+    for (ir::ValueId out : node.outputs) b.outputs.push_back(buffer(out));
+    node_buffers_.push_back(std::move(b));
+  }
   return Status::ok();
 }
 
@@ -119,18 +127,13 @@ Expected<std::span<const float>> CpuBackend::run_step(const runtime::StepView& s
     const int32_t* src = name == "ids" ? step.ids : name == "positions" ? step.positions : step.logit_rows;
     std::memcpy(buffer(id), src, static_cast<size_t>(rows ? step.num_rows : step.num_tokens) * sizeof(int32_t));
   }
-  for (size_t i = 0; i < graph_->nodes().size(); ++i) {
-    const ir::Node& node = graph_->nodes()[i];
-    buffers_.inputs.clear();
-    buffers_.outputs.clear();
-    for (ir::ValueId in : node.inputs) buffers_.inputs.push_back(buffer(in));
-    for (ir::ValueId out : node.outputs) buffers_.outputs.push_back(buffer(out));
+  for (size_t i = 0; i < nodes_.size(); ++i) {
     if (!profile_) {
-      nodes_[i](buffers_, step);
+      nodes_[i](node_buffers_[i], step);
       continue;
     }
     const auto start = std::chrono::steady_clock::now();
-    nodes_[i](buffers_, step);
+    nodes_[i](node_buffers_[i], step);
     OpProfile::Entry& e = profile_totals_.by_kind[profile_kinds_[i]];
     e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }

@@ -51,7 +51,7 @@ class CpuBackend final : public runtime::Backend {
   int64_t max_tokens_ = 0;
   std::vector<NodeFn> nodes_;
   std::unique_ptr<runtime::HostBuffer> arena_;
-  NodeBuffers buffers_;
+  std::vector<NodeBuffers> node_buffers_;  // per node, set by prepare()
   bool profile_ = false;
   std::vector<std::string> profile_kinds_;  // per node: its line in the profile
   OpProfile profile_totals_;
