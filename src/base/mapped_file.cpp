@@ -15,33 +15,39 @@ namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
 
-// Maps `size` bytes of `fd` read-only at a 2 MiB-aligned address and asks for huge pages.
+// Maps `size` bytes (of `fd` from offset 0, or anonymous memory with fd -1) at a 2 MiB-aligned
+// address and asks for huge pages.
 //
 // Streaming gigabytes of weights through 4 KiB pages costs a TLB miss every 4 KiB (and a
 // two-level walk under virtualisation); 2 MiB mappings remove nearly all of them. The kernel
 // can map page-cache folios of 2 MiB with one entry only where the virtual address and the file
 // offset agree modulo 2 MiB, and MADV_HUGEPAGE makes it read uncached parts of the file into
 // such folios. Both are requests: where they do not apply, the mapping works as usual.
-void* map_read_only(int fd, size_t size) {
-  if (size < kHugePage) return mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+void* map_huge_aligned(int fd, size_t size, int prot) {
   void* area = mmap(nullptr, size + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (area == MAP_FAILED) return MAP_FAILED;
   const auto start = reinterpret_cast<uintptr_t>(area);
   const uintptr_t aligned = (start + kHugePage - 1) & ~(kHugePage - 1);
-  void* p = mmap(reinterpret_cast<void*>(aligned), size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
+  const int flags = MAP_PRIVATE | MAP_FIXED | (fd < 0 ? MAP_ANONYMOUS : 0);
+  void* p = mmap(reinterpret_cast<void*>(aligned), size, prot, flags, fd, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
     munmap(area, size + kHugePage);
     errno = err;
     return MAP_FAILED;
   }
-  // Release the slack before and after the file's range.
+  // Release the slack before and after the range.
   if (aligned > start) munmap(area, aligned - start);
   const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t end = aligned + (size + page - 1) / page * page;
   if (start + size + kHugePage > end) munmap(reinterpret_cast<void*>(end), start + size + kHugePage - end);
   madvise(p, size, MADV_HUGEPAGE);
   return p;
+}
+
+void* map_read_only(int fd, size_t size) {
+  if (size < kHugePage) return mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  return map_huge_aligned(fd, size, PROT_READ);
 }
 
 }  // namespace
@@ -102,6 +108,11 @@ Expected<MappedFile> MappedFile::open(const std::string& path) {
   }
   ::close(fd);
   return file;
+}
+
+void* map_zeroed_huge(size_t bytes) {
+  void* p = map_huge_aligned(-1, bytes, PROT_READ | PROT_WRITE);
+  return p == MAP_FAILED ? nullptr : p;
 }
 
 std::optional<uint64_t> huge_page_bytes(std::span<const std::byte> range) {

@@ -35,6 +35,11 @@ class MappedFile {
   std::string path_;
 };
 
+// `bytes` (> 0) of zeroed, writable memory at a 2 MiB-aligned address with huge pages requested,
+// as MappedFile maps engines; the kernel supplies pages as they are first touched. nullptr when
+// the memory cannot be mapped. Release it with munmap(p, bytes).
+void* map_zeroed_huge(size_t bytes);
+
 // How many bytes of the mappings that hold `range` the kernel maps with huge (2 MiB) pages, from
 // /proc/self/smaps; nullopt where that is unknown. Only pages touched so far count.
 std::optional<uint64_t> huge_page_bytes(std::span<const std::byte> range);

@@ -34,7 +34,7 @@ class HostBuffer final : public DeviceBuffer {
   std::unique_ptr<std::byte[]> storage_;
   std::byte* data_ = nullptr;
   size_t bytes_ = 0;
-  size_t mapped_ = 0;  // the mapping's length, when data_ is one
+  bool mapped_ = false;  // data_ is a mapping of bytes_ (map_zeroed_huge)
 };
 
 }  // namespace kiln::runtime
