@@ -197,6 +197,16 @@ int run_offline_bench(const BenchArgs& a, std::optional<runtime::KvCacheDtype> k
   std::printf("total    %10.1f tokens/s   (prompt + output)\n", n * static_cast<double>(a.prompt + a.decode) / wall);
   std::printf("steps    %10.0f            mean %.3f ms in the model, %.3f ms in the engine around it (%.1f%%)\n",
               steps, 1e3 * step_s / steps, 1e3 * engine_s / steps, 100.0 * engine_s / step_s);
+  // The steps that computed no prompt token: the model's decode rate at this batch, without the
+  // prefill steps and the time around the model.
+  const auto decode_steps = static_cast<double>(after.decode_steps - before.decode_steps);
+  if (decode_steps > 0) {
+    const auto rows = static_cast<double>(after.decode_rows - before.decode_rows);
+    const double decode_s = after.decode_step_seconds - before.decode_step_seconds;
+    std::printf("decode   %10.1f tokens/s   (in the model: %.0f steps of generated tokens only, %.1f rows and "
+                "%.3f ms a step)\n",
+                rows / decode_s, decode_steps, rows / decode_steps, 1e3 * decode_s / decode_steps);
+  }
   std::printf("preemptions %lld\n", static_cast<long long>(after.preemptions - before.preemptions));
   (*engine)->shutdown(0);
   return 0;

@@ -399,7 +399,7 @@ bool ServingEngine::Impl::run_step(Clock::time_point iteration_start) {
   // A copy: finishing a sequence removes it from the scheduler's plan.
   chunks.assign(plan.begin(), plan.end());
   steps.clear();
-  int64_t num_tokens = 0;
+  int64_t num_tokens = 0, step_prompt_tokens = 0;
   for (const ScheduledChunk& chunk : chunks) {
     SequenceState& seq = *chunk.seq;
     runtime::SequenceStep step;
@@ -410,9 +410,10 @@ bool ServingEngine::Impl::run_step(Clock::time_point iteration_start) {
     step.all_logits = chunk.all_logits;
     steps.push_back(step);
     num_tokens += chunk.count;
-    counters.prompt_tokens += std::max<int64_t>(0, std::min(chunk.begin + chunk.count, seq.prompt_len) - chunk.begin);
+    step_prompt_tokens += std::max<int64_t>(0, std::min(chunk.begin + chunk.count, seq.prompt_len) - chunk.begin);
     mark_started(*static_cast<ChoiceState&>(seq).request, iteration_start);
   }
+  counters.prompt_tokens += step_prompt_tokens;
 
   // The backend chooses the tokens when it samples on its device and no chunk needs the logits of
   // every token (prompt logprobs). A choice that reports token logprobs has its row's logits
@@ -481,6 +482,11 @@ bool ServingEngine::Impl::run_step(Clock::time_point iteration_start) {
 
   ++counters.steps;
   counters.step_seconds += step_seconds;
+  if (step_prompt_tokens == 0) {
+    ++counters.decode_steps;
+    counters.decode_rows += num_tokens;
+    counters.decode_step_seconds += step_seconds;
+  }
   counters.engine_seconds += seconds_between(iteration_start, end) - step_seconds;
   {
     std::lock_guard lock(observer_mu);

@@ -64,6 +64,10 @@ struct ServingStats {
   int64_t generated_tokens = 0;
   int64_t steps = 0;
   double step_seconds = 0;          // Executor::step time, summed over steps
+  // The same over the steps that computed no prompt token (every row a generated token's).
+  int64_t decode_steps = 0;
+  int64_t decode_rows = 0;
+  double decode_step_seconds = 0;
   // Engine-thread time outside Executor::step in steps that ran (scheduling, sampling,
   // detokenising, events), summed: its ratio to step_seconds is the engine's own overhead.
   double engine_seconds = 0;

@@ -300,6 +300,16 @@ TEST_F(ServingEngineTest, ConcurrentGreedyEqualsEachAlone) {
   EXPECT_GT(st.generated_tokens, 0);
   EXPECT_EQ(st.running, 0);
   EXPECT_EQ(st.kv_blocks_used, 0);
+  // Decode steps: those with no prompt token. The first steps compute prompts; each row of a
+  // decode step is a generated token fed back, and a request's first token comes from its prompt.
+  const auto requests = static_cast<int64_t>(kTexts.size());
+  EXPECT_GT(st.decode_steps, 0);
+  EXPECT_LT(st.decode_steps, st.steps);
+  EXPECT_GE(st.decode_rows, st.decode_steps);
+  EXPECT_LE(st.decode_rows, st.generated_tokens - requests);
+  EXPECT_LE(st.decode_rows, st.decode_steps * requests);
+  EXPECT_GT(st.decode_step_seconds, 0.0);
+  EXPECT_LT(st.decode_step_seconds, st.step_seconds);
 }
 
 TEST_F(ServingEngineTest, SameSeedSameText) {
