@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -371,6 +372,68 @@ Expected<const CudaMatmulKernel*> bind_matmul_kernel(const ir::Node& node, const
   return k;
 }
 
+// Whether the product of matmul `node` writes its gate/up output in 16 bits for SwiGLU to widen
+// (steps of kGemvMaxRows rows or more): a rounded f16 / bf16 prefill kernel, no bias, and a width
+// that SwiGLU's four-column kernel takes.
+bool gate_up_in_16_bits(const ir::Graph& g, const ir::Node& node, const CudaMatmulKernel& prefill) {
+  return gemm_16_out_supports(prefill) && node.inputs.size() == 2 && (g.weight(node.inputs[1]).rows() / 2) % 4 == 0;
+}
+
+// The activations that their producer hands to its readers in 16 bits (cuda_activation_type.h),
+// with the type: the output of an RMSNorm (alone or after a residual add) that overlaps none of
+// the norm's inputs, or of SwiGLU after a 16-bit gate/up product, when every reader is a matmul
+// whose prefill kernel rounds its input to that one type. In steps of kGemvMaxRows rows or more
+// the producer writes the value in that type and the products read it as it is, with no rounding
+// pass between; smaller steps keep fp32 for the GEMVs. The rounding is the one the products'
+// own conversion would do, so the results are the same bits.
+Expected<std::map<ir::ValueId, ActivationType>> handed_in_16_bits(const ir::Graph& g,
+                                                                   const std::map<ir::ValueId, int>& consumers) {
+  // The one 16-bit type every reader of v takes, or kF32.
+  auto readers_type = [&](ir::ValueId v) -> Expected<ActivationType> {
+    std::optional<ActivationType> type;
+    int reads = 0;
+    for (const ir::Node& node : g.nodes()) {
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (node.inputs[i] != v) continue;
+        ++reads;
+        if (node.op != "matmul" || i != 0) return ActivationType::kF32;
+        KILN_ASSIGN_OR_RETURN(const CudaMatmulKernel* prefill,
+                              bind_matmul_kernel(node, "kernel_prefill", g.weight(node.inputs[1]).format, kGemvMaxRows));
+        const ActivationType t = matmul_input_type(*prefill);
+        if (t == ActivationType::kF32 || (type && *type != t)) return ActivationType::kF32;
+        type = t;
+      }
+    }
+    const auto it = consumers.find(v);
+    if (!type || it == consumers.end() || it->second != reads) return ActivationType::kF32;  // a graph output too
+    return *type;
+  };
+  std::map<ir::ValueId, ActivationType> out;
+  auto consider = [&](ir::ValueId v, std::initializer_list<ir::ValueId> inputs) -> Status {
+    for (ir::ValueId in : inputs) {
+      if (arena_overlap(g, v, in)) return Status::ok();
+    }
+    KILN_ASSIGN_OR_RETURN(const ActivationType t, readers_type(v));
+    if (t != ActivationType::kF32) out[v] = t;
+    return Status::ok();
+  };
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const ir::Node& node = g.nodes()[i];
+    if (fuses_with_next_norm(g, i)) {
+      const ir::Node& norm = g.nodes()[++i];
+      KILN_RETURN_IF_ERROR(consider(norm.outputs[0], {node.inputs[0], node.inputs[1], node.outputs[0]}));
+    } else if (node.op == "rms_norm") {
+      KILN_RETURN_IF_ERROR(consider(node.outputs[0], {node.inputs[0]}));
+    } else if (is_matmul_silu_mul(g, i, consumers)) {
+      const ir::Node& act = g.nodes()[++i];
+      KILN_ASSIGN_OR_RETURN(const CudaMatmulKernel* prefill,
+                            bind_matmul_kernel(node, "kernel_prefill", g.weight(node.inputs[1]).format, kGemvMaxRows));
+      if (gate_up_in_16_bits(g, node, *prefill)) KILN_RETURN_IF_ERROR(consider(act.outputs[0], {}));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Status CudaBackend::State::bind_nodes() {
@@ -416,6 +479,13 @@ Status CudaBackend::State::bind_nodes() {
   }
   KILN_RETURN_IF_ERROR(swiglu_out.allocate(swiglu_floats * sizeof(float)));
   for (auto& [id, ptr] : moved) ptr = swiglu_out.ptr;
+  KILN_ASSIGN_OR_RETURN(const auto handed, handed_in_16_bits(g, consumers));
+  // The type in which a step of m rows hands activation `id` over.
+  auto handed_type = [handed](ir::ValueId id) {
+    const auto it = handed.find(id);
+    const ActivationType t = it == handed.end() ? ActivationType::kF32 : it->second;
+    return [t](int64_t m) { return m >= kGemvMaxRows ? t : ActivationType::kF32; };
+  };
   for (size_t index = 0; index < g.nodes().size(); ++index) {
     const ir::Node& node = g.nodes()[index];
     const ir::Value& out0 = g.value(node.outputs[0]);
@@ -436,31 +506,40 @@ Status CudaBackend::State::bind_nodes() {
       const int64_t n = w.rows(), k = w.cols();
       const bool has_bias = node.inputs.size() == 3;
       const ir::Value x = g.value(node.inputs[0]);
+      // Steps whose activations arrive in 16 bits (handed_in_16_bits) skip the rounding pass.
+      const auto x_type = handed_type(node.inputs[0]);
       if (is_matmul_silu_mul(g, index, consumers)) {
         // SwiGLU after the gate/up product: in the GEMV's epilogue for decode-sized steps.
         const ir::Node& act = g.nodes()[++index];
         auto* y = static_cast<float*>(buffer(act.outputs[0]));
+        const auto y_type = handed_type(act.outputs[0]);
         const GemvVariant variant = gemv_variant_of(*decode);
         const ir::WeightFormat format = w.format;
         // Larger steps of a rounded half-precision product write gate/up in the weights' type,
         // which SwiGLU widens as it reads: half the bytes of the product's output, written and read.
-        const bool product_16 = gemm_16_out_supports(*prefill) && !has_bias && (n / 2) % 4 == 0;
+        const bool product_16 = gate_up_in_16_bits(g, node, *prefill);
         fn = [=](const StepContext& s) {
           const int64_t m = rows_of(x, s);
           const float* bias = has_bias ? f_in(2) : nullptr;
+          const bool x_16 = x_type(m) != ActivationType::kF32;
           if (m < kGemvMaxRows && gemv_supports(format)) {
             launch_gemv_silu_mul(format, f_in(0), m, k, in[1], n / 2, bias, y, self->stream, variant);
             return Status::ok();
           }
           if (m >= kGemvMaxRows && product_16) {
             KILN_RETURN_IF_ERROR(
-                launch_gemm_16_out(*prefill, self->cublas, f_in(0), m, k, in[1], n, out[0], self->scratch.ptr, self->stream));
-            launch_silu_mul_16(out[0], format == ir::WeightFormat::kBF16, m, n / 2, y, self->stream);
+                x_16 ? launch_matmul_16_in(*prefill, self->cublas, in[0], m, k, in[1], n, nullptr, out[0], true,
+                                           self->stream)
+                     : launch_gemm_16_out(*prefill, self->cublas, f_in(0), m, k, in[1], n, out[0], self->scratch.ptr,
+                                          self->stream));
+            launch_silu_mul_16(out[0], format == ir::WeightFormat::kBF16, m, n / 2, y, self->stream, y_type(m));
             return Status::ok();
           }
           const CudaMatmulKernel& kern = m < kGemvMaxRows ? *decode : *prefill;
           KILN_RETURN_IF_ERROR(
-              launch_matmul(kern, self->cublas, f_in(0), m, k, in[1], n, bias, f_out(0), self->scratch.ptr, self->stream));
+              x_16 ? launch_matmul_16_in(kern, self->cublas, in[0], m, k, in[1], n, bias, f_out(0), false, self->stream)
+                   : launch_matmul(kern, self->cublas, f_in(0), m, k, in[1], n, bias, f_out(0), self->scratch.ptr,
+                                   self->stream));
           launch_silu_mul(f_out(0), m, n / 2, y, self->stream);
           return Status::ok();
         };
@@ -472,8 +551,12 @@ Status CudaBackend::State::bind_nodes() {
       fn = [=](const StepContext& s) {
         const int64_t m = rows_of(x, s);
         const CudaMatmulKernel& kern = m < kGemvMaxRows ? *decode : *prefill;
-        return launch_matmul(kern, self->cublas, f_in(0), m, k, in[1], n, has_bias ? f_in(2) : nullptr, f_out(0),
-                             self->scratch.ptr, self->stream);
+        const float* bias = has_bias ? f_in(2) : nullptr;
+        if (x_type(m) != ActivationType::kF32) {
+          return launch_matmul_16_in(kern, self->cublas, in[0], m, k, in[1], n, bias, f_out(0), false, self->stream);
+        }
+        return launch_matmul(kern, self->cublas, f_in(0), m, k, in[1], n, bias, f_out(0), self->scratch.ptr,
+                             self->stream);
       };
     } else if (op == "embedding") {
       const ir::WeightEntry& table = g.weight(node.inputs[1]);
@@ -492,10 +575,11 @@ Status CudaBackend::State::bind_nodes() {
     } else if (op == "rms_norm" || op == "layer_norm") {
       const auto eps = static_cast<float>(node.attr_float("eps", 1e-6));
       const bool rms = op == "rms_norm";
+      const auto y_type = handed_type(node.outputs[0]);
       fn = [=](const StepContext& s) {
         const int64_t m = rows_of(out0, s);
         if (rms) {
-          launch_rms_norm(f_in(0), m, cols, f_in(1), eps, f_out(0), self->stream);
+          launch_rms_norm(f_in(0), m, cols, f_in(1), eps, f_out(0), self->stream, y_type(m));
         } else {
           launch_layer_norm(f_in(0), m, cols, f_in(1), f_in(2), eps, f_out(0), self->stream);
         }
@@ -507,8 +591,10 @@ Status CudaBackend::State::bind_nodes() {
       const auto eps = static_cast<float>(norm.attr_float("eps", 1e-6));
       const auto* weight = static_cast<const float*>(buffer(norm.inputs[1]));
       auto* normed = static_cast<float*>(buffer(norm.outputs[0]));
+      const auto y_type = handed_type(norm.outputs[0]);
       fn = [=](const StepContext& s) {
-        launch_add_rms_norm(f_in(0), f_in(1), rows_of(out0, s), cols, weight, eps, f_out(0), normed, self->stream);
+        const int64_t m = rows_of(out0, s);
+        launch_add_rms_norm(f_in(0), f_in(1), m, cols, weight, eps, f_out(0), normed, self->stream, y_type(m));
         return Status::ok();
       };
       nodes.push_back(std::move(fn));

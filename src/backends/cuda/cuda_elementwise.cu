@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "backends/cuda/cuda_launch.cuh"
+#include "backends/cuda/cuda_vec.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -57,24 +58,10 @@ __global__ void silu_mul_kernel(const float* x, int64_t m, int64_t inter, float*
   }
 }
 
-// Four consecutive elements as floats: floats (16 bytes), or fp16 / bf16 values (8 bytes) widened.
-__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
-__device__ __forceinline__ float4 load4(const __half* p) {
-  const uint2 u = *reinterpret_cast<const uint2*>(p);
-  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
-  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
-  return make_float4(a.x, a.y, b.x, b.y);
-}
-__device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
-  const uint2 u = *reinterpret_cast<const uint2*>(p);
-  return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
-                     __uint_as_float(u.y & 0xffff0000u));
-}
-
 // silu_mul_kernel four columns a thread (inter % 4 == 0), rows strided over the grid's second
 // dimension (no division per element), over float or 16-bit [gate | up] rows.
-template <typename T>
-__global__ void silu_mul4_kernel(const T* x, int64_t m, int64_t inter, float* y) {
+template <typename T, typename Out>
+__global__ void silu_mul4_kernel(const T* x, int64_t m, int64_t inter, Out* y) {
   kernel_prologue();
   const int64_t c = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 4;
   if (c >= inter) return;
@@ -82,8 +69,8 @@ __global__ void silu_mul4_kernel(const T* x, int64_t m, int64_t inter, float* y)
     const T* row = x + r * 2 * inter + c;
     const float4 gate = load4(row);
     const float4 up = load4(row + inter);
-    *reinterpret_cast<float4*>(y + r * inter + c) =
-        make_float4(silu_f(gate.x) * up.x, silu_f(gate.y) * up.y, silu_f(gate.z) * up.z, silu_f(gate.w) * up.w);
+    store4(y + r * inter + c,
+           make_float4(silu_f(gate.x) * up.x, silu_f(gate.y) * up.y, silu_f(gate.z) * up.z, silu_f(gate.w) * up.w));
   }
 }
 
@@ -114,6 +101,24 @@ __global__ void add_bias_kernel(float* y, int64_t m, int64_t n, const float* bia
   }
 }
 
+template <typename T>
+void launch_silu_mul4(const void* x, int64_t m, int64_t inter, void* y, ActivationType y_type, cudaStream_t stream) {
+  const auto* xt = static_cast<const T*>(x);
+  const dim3 grid = silu_mul4_grid(m, inter);
+  switch (y_type) {
+    case ActivationType::kF32:
+      launch(silu_mul4_kernel<T, float>, grid, kThreads, 0, stream, xt, m, inter, static_cast<float*>(y));
+      break;
+    case ActivationType::kF16:
+      launch(silu_mul4_kernel<T, __half>, grid, kThreads, 0, stream, xt, m, inter, static_cast<__half*>(y));
+      break;
+    case ActivationType::kBF16:
+      launch(silu_mul4_kernel<T, __nv_bfloat16>, grid, kThreads, 0, stream, xt, m, inter,
+             static_cast<__nv_bfloat16*>(y));
+      break;
+  }
+}
+
 }  // namespace
 
 void launch_add(const float* a, const float* b, int64_t n, float* y, cudaStream_t stream) {
@@ -135,20 +140,19 @@ void launch_gelu_tanh(const float* x, int64_t n, float* y, cudaStream_t stream) 
 void launch_silu_mul(const float* x, int64_t m, int64_t inter, float* y, cudaStream_t stream) {
   if (m * inter <= 0) return;
   if (inter % 4 == 0) {
-    launch(silu_mul4_kernel<float>, silu_mul4_grid(m, inter), kThreads, 0, stream, x, m, inter, y);
+    launch(silu_mul4_kernel<float, float>, silu_mul4_grid(m, inter), kThreads, 0, stream, x, m, inter, y);
   } else {
     launch(silu_mul_kernel, blocks_for(m * inter), kThreads, 0, stream, x, m, inter, y);
   }
 }
 
-void launch_silu_mul_16(const void* x, bool bf16, int64_t m, int64_t inter, float* y, cudaStream_t stream) {
+void launch_silu_mul_16(const void* x, bool bf16, int64_t m, int64_t inter, void* y, cudaStream_t stream,
+                        ActivationType y_type) {
   if (m * inter <= 0) return;
   if (bf16) {
-    launch(silu_mul4_kernel<__nv_bfloat16>, silu_mul4_grid(m, inter), kThreads, 0, stream,
-           static_cast<const __nv_bfloat16*>(x), m, inter, y);
+    launch_silu_mul4<__nv_bfloat16>(x, m, inter, y, y_type, stream);
   } else {
-    launch(silu_mul4_kernel<__half>, silu_mul4_grid(m, inter), kThreads, 0, stream, static_cast<const __half*>(x), m,
-           inter, y);
+    launch_silu_mul4<__half>(x, m, inter, y, y_type, stream);
   }
 }
 

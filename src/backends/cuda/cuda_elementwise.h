@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "backends/cuda/cuda_activation_type.h"
+
 namespace kiln::cuda {
 
 // y = a + b; a, b, y: [n].
@@ -23,7 +25,9 @@ void launch_gelu_tanh(const float* x, int64_t n, float* y, cudaStream_t stream);
 // x: [m, 2 * inter] = [gate | up] -> y: [m, inter], y = silu(gate) * up.
 void launch_silu_mul(const float* x, int64_t m, int64_t inter, float* y, cudaStream_t stream);
 // The same over x of 16-bit elements (bf16 when `bf16`, else fp16), widened exactly; inter % 4 == 0.
-void launch_silu_mul_16(const void* x, bool bf16, int64_t m, int64_t inter, float* y, cudaStream_t stream);
+// y of y_type: fp32, or rounded for a product that reads 16-bit activations.
+void launch_silu_mul_16(const void* x, bool bf16, int64_t m, int64_t inter, void* y, cudaStream_t stream,
+                        ActivationType y_type = ActivationType::kF32);
 
 // Up to kMaxSplit column ranges of x: [m, width] -> outputs[j]: [m, sizes[j]].
 inline constexpr int kMaxSplit = 8;

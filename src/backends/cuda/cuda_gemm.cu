@@ -86,21 +86,14 @@ void launch_split(const float* x, int64_t n, int parts, void* out, cudaStream_t 
   if (parts == 3) launch(split_activations_kernel<T, 3>, blocks, kThreads, 0, stream, x, n, o);
 }
 
-// The f16 / bf16 products: x split into `parts` of the weights' type (scratch), then one GEMM a
-// part and range of weight rows into y, fp32 or (y_16) the weights' type.
-Status products_16(cublasHandle_t handle, ir::WeightFormat format, int parts, const float* x, int64_t m, int64_t k,
-                   const void* w, int64_t n, void* y, bool y_16, void* scratch, cudaStream_t stream,
-                   int column_parts) {
+// The f16 / bf16 products of activations already in `parts` parts of the weights' type (xparts:
+// [parts, m, k]): one GEMM a part and range of weight rows into y, fp32 or (y_16) the weights'
+// type, on the handle's stream.
+Status products_of_parts(cublasHandle_t handle, ir::WeightFormat format, int parts, const void* xparts, int64_t m,
+                         int64_t k, const void* w, int64_t n, void* y, bool y_16, int column_parts) {
   const float one = 1.0f, zero = 0.0f;
   const int in = static_cast<int>(n), im = static_cast<int>(m), ik = static_cast<int>(k);
-  const bool half = format == ir::WeightFormat::kF16;
-  const cudaDataType_t type = half ? CUDA_R_16F : CUDA_R_16BF;
-  if (half) {
-    launch_split<__half>(x, m * k, parts, scratch, stream);
-  } else {
-    launch_split<__nv_bfloat16>(x, m * k, parts, scratch, stream);
-  }
-  KILN_CUDA_RETURN_IF_LAUNCH_FAILED("activation conversion");
+  const cudaDataType_t type = format == ir::WeightFormat::kF16 ? CUDA_R_16F : CUDA_R_16BF;
   // The weight rows in column_parts consecutive ranges, one product each (the output's
   // leading dimension stays n).
   const int64_t per_part = (n + column_parts - 1) / column_parts;
@@ -110,13 +103,28 @@ Status products_16(cublasHandle_t handle, ir::WeightFormat format, int parts, co
     const void* wc = static_cast<const std::byte*>(w) + static_cast<size_t>(c0 * k) * 2;
     void* yc = static_cast<std::byte*>(y) + static_cast<size_t>(c0) * y_bytes;
     for (int p = 0; p < parts; ++p) {
-      const void* xp = static_cast<const std::byte*>(scratch) + static_cast<size_t>(p) * static_cast<size_t>(m * k) * 2;
+      const void* xp = static_cast<const std::byte*>(xparts) + static_cast<size_t>(p) * static_cast<size_t>(m * k) * 2;
       KILN_CUBLAS_RETURN_IF_ERROR(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, ic, im, ik, &one, wc, type, ik, xp,
                                                type, ik, p == 0 ? &zero : &one, yc, y_16 ? type : CUDA_R_32F, in,
                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
   }
   return Status::ok();
+}
+
+// The f16 / bf16 products: x split into `parts` of the weights' type (scratch), then one GEMM a
+// part and range of weight rows into y, fp32 or (y_16) the weights' type.
+Status products_16(cublasHandle_t handle, ir::WeightFormat format, int parts, const float* x, int64_t m, int64_t k,
+                   const void* w, int64_t n, void* y, bool y_16, void* scratch, cudaStream_t stream,
+                   int column_parts) {
+  const bool half = format == ir::WeightFormat::kF16;
+  if (half) {
+    launch_split<__half>(x, m * k, parts, scratch, stream);
+  } else {
+    launch_split<__nv_bfloat16>(x, m * k, parts, scratch, stream);
+  }
+  KILN_CUDA_RETURN_IF_LAUNCH_FAILED("activation conversion");
+  return products_of_parts(handle, format, parts, scratch, m, k, w, n, y, y_16, column_parts);
 }
 
 }  // namespace
@@ -162,6 +170,28 @@ Status launch_gemm_16_out(const CudaMatmulKernel& kernel, cublasHandle_t handle,
   if (m <= 0 || n <= 0) return Status::ok();
   const int column_parts = kernel.algo == CudaMatmulAlgo::kGemmRoundedHalves ? 2 : 1;
   return products_16(handle, kernel.format, 1, x, m, k, w, n, y, /*y_16=*/true, scratch, stream, column_parts);
+}
+
+ActivationType matmul_input_type(const CudaMatmulKernel& kernel) {
+  if (!gemm_16_out_supports(kernel)) return ActivationType::kF32;
+  return kernel.format == ir::WeightFormat::kBF16 ? ActivationType::kBF16 : ActivationType::kF16;
+}
+
+Status launch_matmul_16_in(const CudaMatmulKernel& kernel, cublasHandle_t handle, const void* x16, int64_t m,
+                           int64_t k, const void* w, int64_t n, const float* bias, void* y, bool y_16,
+                           cudaStream_t stream) {
+  if (matmul_input_type(kernel) == ActivationType::kF32) {
+    return invalid_argument(std::string(kernel.name) + " reads fp32 activations");
+  }
+  if (y_16 && bias != nullptr) return invalid_argument("a 16-bit product takes no bias");
+  if (m <= 0 || n <= 0) return Status::ok();
+  const int column_parts = kernel.algo == CudaMatmulAlgo::kGemmRoundedHalves ? 2 : 1;
+  KILN_RETURN_IF_ERROR(products_of_parts(handle, kernel.format, 1, x16, m, k, w, n, y, y_16, column_parts));
+  if (bias != nullptr) {
+    launch_add_bias(static_cast<float*>(y), m, n, bias, stream);
+    KILN_CUDA_RETURN_IF_LAUNCH_FAILED("bias add");
+  }
+  return Status::ok();
 }
 
 GemvVariant gemv_variant_of(const CudaMatmulKernel& kernel) {

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda/cuda_activation_type.h"
 #include "backends/cuda/cuda_gemv.h"
 #include "backends/cuda/cuda_matmul.h"
 #include "base/status.h"
@@ -43,6 +44,17 @@ Status launch_gemm(cublasHandle_t handle, ir::WeightFormat format, GemmActivatio
 bool gemm_16_out_supports(const CudaMatmulKernel& kernel);
 Status launch_gemm_16_out(const CudaMatmulKernel& kernel, cublasHandle_t handle, const float* x, int64_t m, int64_t k,
                           const void* w, int64_t n, void* y, void* scratch, cudaStream_t stream);
+
+// The activation type `kernel` rounds its input to before its product (fp16 or bf16 for the
+// rounded f16 / bf16 GEMMs), or kF32 when it reads fp32 activations (or rounds them otherwise).
+ActivationType matmul_input_type(const CudaMatmulKernel& kernel);
+
+// The product of such a kernel over activations already rounded to that type (x16: [m, k], as the
+// producing kernel wrote them: no conversion pass, no scratch): y fp32 (+ bias) or (y_16, no bias)
+// the weights' type. The same results as launch_matmul / launch_gemm_16_out over the fp32 values.
+Status launch_matmul_16_in(const CudaMatmulKernel& kernel, cublasHandle_t handle, const void* x16, int64_t m,
+                           int64_t k, const void* w, int64_t n, const float* bias, void* y, bool y_16,
+                           cudaStream_t stream);
 
 // The gemv kernel (cuda_gemv.h) behind a matrix-vector matmul kernel.
 GemvVariant gemv_variant_of(const CudaMatmulKernel& kernel);

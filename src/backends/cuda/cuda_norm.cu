@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "backends/cuda/cuda_launch.cuh"
+#include "backends/cuda/cuda_vec.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -22,16 +23,17 @@ __device__ double block_sum(double v, double* scratch) {
 }
 
 // One block per row; x, y: [m, h].
-__global__ void rms_norm_kernel(const float* x, int64_t h, const float* weight, float eps, float* y) {
+template <typename Out>
+__global__ void rms_norm_kernel(const float* x, int64_t h, const float* weight, float eps, Out* y) {
   kernel_prologue();
   __shared__ double scratch[kThreads / 32];
   const float* row = x + blockIdx.x * h;
-  float* out = y + blockIdx.x * h;
+  Out* out = y + blockIdx.x * h;
   double s = 0.0;
   for (int64_t j = threadIdx.x; j < h; j += kThreads) s += static_cast<double>(row[j]) * static_cast<double>(row[j]);
   const auto variance = static_cast<float>(block_sum(s, scratch) / static_cast<double>(h));
   const float inv_rms = 1.0f / sqrtf(variance + eps);
-  for (int64_t j = threadIdx.x; j < h; j += kThreads) out[j] = weight[j] * (row[j] * inv_rms);
+  for (int64_t j = threadIdx.x; j < h; j += kThreads) store1(out + j, weight[j] * (row[j] * inv_rms));
 }
 
 __global__ void layer_norm_kernel(const float* x, int64_t h, const float* weight, const float* bias, float eps,
@@ -55,8 +57,9 @@ __global__ void layer_norm_kernel(const float* x, int64_t h, const float* weight
   for (int64_t j = threadIdx.x; j < h; j += kThreads) out[j] = (row[j] - mean) * inv_std * weight[j] + bias[j];
 }
 
+template <typename Out>
 __global__ void add_rms_norm_kernel(const float* a, const float* b, int64_t h, const float* weight, float eps,
-                                    float* sum, float* y) {
+                                    float* sum, Out* y) {
   kernel_prologue();
   __shared__ double scratch[kThreads / 32];
   const int64_t row = blockIdx.x * h;
@@ -69,7 +72,7 @@ __global__ void add_rms_norm_kernel(const float* a, const float* b, int64_t h, c
   const auto variance = static_cast<float>(block_sum(s, scratch) / static_cast<double>(h));
   const float inv_rms = 1.0f / sqrtf(variance + eps);
   // Each thread reads back only the sums it wrote.
-  for (int64_t j = threadIdx.x; j < h; j += kThreads) y[row + j] = weight[j] * (sum[row + j] * inv_rms);
+  for (int64_t j = threadIdx.x; j < h; j += kThreads) store1(y + row + j, weight[j] * (sum[row + j] * inv_rms));
 }
 
 // The row held in registers: thread t owns float4 slices t, t + kThreads, ... (kVecs of them),
@@ -77,10 +80,10 @@ __global__ void add_rms_norm_kernel(const float* a, const float* b, int64_t h, c
 // (the loops above wait for each load in turn: the stores may alias the inputs). kAdd: the
 // residual add first (b and sum are read and written); otherwise y = rms_norm(a).
 // h % 4 == 0, h <= 4 * kThreads * kVecs, every pointer 16-byte aligned.
-template <int kVecs, bool kAdd>
+template <int kVecs, bool kAdd, typename Out>
 __global__ void __launch_bounds__(kThreads) rms_norm_rows_kernel(const float4* a, const float4* b, int64_t h4,
                                                                  const float4* weight, float eps, float4* sum,
-                                                                 float4* y) {
+                                                                 Out* y) {
   kernel_prologue();
   __shared__ double scratch[kThreads / 32];
   const int64_t row = blockIdx.x * h4;
@@ -113,8 +116,8 @@ __global__ void __launch_bounds__(kThreads) rms_norm_rows_kernel(const float4* a
   for (int c = 0; c < kVecs; ++c) {
     const int64_t j = threadIdx.x + c * kThreads;
     if (j < h4) {
-      y[row + j] = make_float4(w[c].x * (v[c].x * inv_rms), w[c].y * (v[c].y * inv_rms),
-                               w[c].z * (v[c].z * inv_rms), w[c].w * (v[c].w * inv_rms));
+      store4(y + 4 * (row + j), make_float4(w[c].x * (v[c].x * inv_rms), w[c].y * (v[c].y * inv_rms),
+                                            w[c].z * (v[c].z * inv_rms), w[c].w * (v[c].w * inv_rms)));
     }
   }
 }
@@ -122,9 +125,9 @@ __global__ void __launch_bounds__(kThreads) rms_norm_rows_kernel(const float4* a
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Launches rms_norm_rows_kernel when the row fits in registers; false when it does not.
-template <bool kAdd>
+template <bool kAdd, typename Out>
 bool launch_rows(const float* a, const float* b, int64_t m, int64_t h, const float* weight, float eps, float* sum,
-                 float* y, cudaStream_t stream) {
+                 Out* y, cudaStream_t stream) {
   if (h % 4 != 0 || !aligned16(a) || !aligned16(weight) || !aligned16(y) || (kAdd && (!aligned16(b) || !aligned16(sum)))) {
     return false;
   }
@@ -133,34 +136,55 @@ bool launch_rows(const float* a, const float* b, int64_t m, int64_t h, const flo
   const auto* b4 = reinterpret_cast<const float4*>(b);
   const auto* w4 = reinterpret_cast<const float4*>(weight);
   auto* s4 = reinterpret_cast<float4*>(sum);
-  auto* y4 = reinterpret_cast<float4*>(y);
   const auto grid = static_cast<unsigned>(m);
   if (vecs <= 1) {
-    launch(rms_norm_rows_kernel<1, kAdd>, grid, kThreads, 0, stream, a4, b4, h4, w4, eps, s4, y4);
+    launch(rms_norm_rows_kernel<1, kAdd, Out>, grid, kThreads, 0, stream, a4, b4, h4, w4, eps, s4, y);
   } else if (vecs <= 2) {
-    launch(rms_norm_rows_kernel<2, kAdd>, grid, kThreads, 0, stream, a4, b4, h4, w4, eps, s4, y4);
+    launch(rms_norm_rows_kernel<2, kAdd, Out>, grid, kThreads, 0, stream, a4, b4, h4, w4, eps, s4, y);
   } else if (vecs <= 4) {
-    launch(rms_norm_rows_kernel<4, kAdd>, grid, kThreads, 0, stream, a4, b4, h4, w4, eps, s4, y4);
+    launch(rms_norm_rows_kernel<4, kAdd, Out>, grid, kThreads, 0, stream, a4, b4, h4, w4, eps, s4, y);
   } else if (vecs <= 8) {
-    launch(rms_norm_rows_kernel<8, kAdd>, grid, kThreads, 0, stream, a4, b4, h4, w4, eps, s4, y4);
+    launch(rms_norm_rows_kernel<8, kAdd, Out>, grid, kThreads, 0, stream, a4, b4, h4, w4, eps, s4, y);
   } else {
     return false;
   }
   return true;
 }
 
+// The residual add (unless b is null) and the RMSNorm, y of type Out.
+template <typename Out>
+void launch_norm(const float* a, const float* b, int64_t m, int64_t h, const float* weight, float eps, float* sum,
+                 Out* y, cudaStream_t stream) {
+  if (m <= 0) return;
+  if (b != nullptr) {
+    if (launch_rows<true>(a, b, m, h, weight, eps, sum, y, stream)) return;
+    launch(add_rms_norm_kernel<Out>, static_cast<unsigned>(m), kThreads, 0, stream, a, b, h, weight, eps, sum, y);
+  } else {
+    if (launch_rows<false>(a, b, m, h, weight, eps, sum, y, stream)) return;
+    launch(rms_norm_kernel<Out>, static_cast<unsigned>(m), kThreads, 0, stream, a, h, weight, eps, y);
+  }
+}
+
+void launch_norm_as(const float* a, const float* b, int64_t m, int64_t h, const float* weight, float eps, float* sum,
+                    void* y, ActivationType y_type, cudaStream_t stream) {
+  switch (y_type) {
+    case ActivationType::kF32: return launch_norm(a, b, m, h, weight, eps, sum, static_cast<float*>(y), stream);
+    case ActivationType::kF16: return launch_norm(a, b, m, h, weight, eps, sum, static_cast<__half*>(y), stream);
+    case ActivationType::kBF16:
+      return launch_norm(a, b, m, h, weight, eps, sum, static_cast<__nv_bfloat16*>(y), stream);
+  }
+}
+
 }  // namespace
 
 void launch_add_rms_norm(const float* a, const float* b, int64_t m, int64_t h, const float* weight, float eps,
-                         float* sum, float* y, cudaStream_t stream) {
-  if (m <= 0 || launch_rows<true>(a, b, m, h, weight, eps, sum, y, stream)) return;
-  launch(add_rms_norm_kernel, static_cast<unsigned>(m), kThreads, 0, stream, a, b, h, weight, eps, sum, y);
+                         float* sum, void* y, cudaStream_t stream, ActivationType y_type) {
+  launch_norm_as(a, b, m, h, weight, eps, sum, y, y_type, stream);
 }
 
-void launch_rms_norm(const float* x, int64_t m, int64_t h, const float* weight, float eps, float* y,
-                     cudaStream_t stream) {
-  if (m <= 0 || launch_rows<false>(x, nullptr, m, h, weight, eps, nullptr, y, stream)) return;
-  launch(rms_norm_kernel, static_cast<unsigned>(m), kThreads, 0, stream, x, h, weight, eps, y);
+void launch_rms_norm(const float* x, int64_t m, int64_t h, const float* weight, float eps, void* y,
+                     cudaStream_t stream, ActivationType y_type) {
+  launch_norm_as(x, nullptr, m, h, weight, eps, nullptr, y, y_type, stream);
 }
 
 void launch_layer_norm(const float* x, int64_t m, int64_t h, const float* weight, const float* bias, float eps,

@@ -175,6 +175,63 @@ TEST(CudaNorm, RowsHeldInRegistersAndResidualAddMatchCpu) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
+// The bits a 16-bit activation type rounds v to (round to nearest even).
+uint16_t rounded_bits(float v, ActivationType t) {
+  return t == ActivationType::kBF16 ? float_to_bf16(v) : float_to_fp16(v);
+}
+
+// Whether `got` holds exactly the fp32 values `want` rounded to t.
+void expect_rounded(const std::vector<uint16_t>& got, const std::vector<float>& want, ActivationType t,
+                    const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t wrong = 0;
+  for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != rounded_bits(want[i], t);
+  EXPECT_EQ(wrong, 0u) << what << (t == ActivationType::kBF16 ? " bf16" : " fp16");
+}
+
+TEST(CudaNorm, SixteenBitOutputIsTheFp32OutputRounded) {
+  KILN_REQUIRE_GPU();
+  // The register kernels (multiples of 4 up to 8192) and the loop kernels (4098).
+  for (int64_t h : {int64_t{516}, int64_t{4096}, int64_t{4098}}) {
+    const int64_t m = 3;
+    const size_t n = static_cast<size_t>(m * h);
+    const auto a = random_floats(n, 33, -4.0f, 4.0f);
+    const auto b = random_floats(n, 34, -4.0f, 4.0f);
+    const auto w = random_floats(static_cast<size_t>(h), 35, 0.5f, 1.5f);
+    DeviceArray<float> da(a), db(b), dw(w), dsum(n), dy(n);
+    DeviceArray<uint16_t> dy16(n);
+    for (ActivationType t : {ActivationType::kF16, ActivationType::kBF16}) {
+      const std::string what = "h " + std::to_string(h);
+      launch_add_rms_norm(da.get(), db.get(), m, h, dw.get(), 1e-5f, dsum.get(), dy.get(), nullptr);
+      const auto want = dy.download();
+      launch_add_rms_norm(da.get(), db.get(), m, h, dw.get(), 1e-5f, dsum.get(), dy16.get(), nullptr, t);
+      expect_rounded(dy16.download(), want, t, "add+rms_norm " + what);
+      launch_rms_norm(da.get(), m, h, dw.get(), 1e-5f, dy.get(), nullptr);
+      const auto want_norm = dy.download();
+      launch_rms_norm(da.get(), m, h, dw.get(), 1e-5f, dy16.get(), nullptr, t);
+      expect_rounded(dy16.download(), want_norm, t, "rms_norm " + what);
+    }
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(CudaElementwise, SwigluSixteenBitOutputIsTheFp32OutputRounded) {
+  KILN_REQUIRE_GPU();
+  const int64_t m = 5, inter = 344;
+  for (ActivationType t : {ActivationType::kF16, ActivationType::kBF16}) {
+    const bool bf16 = t == ActivationType::kBF16;
+    const auto xf = random_floats(static_cast<size_t>(m * 2 * inter), 36, -3.0f, 3.0f);
+    std::vector<uint16_t> x(xf.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = rounded_bits(xf[i], t);
+    DeviceArray<uint16_t> dx(x), dy16(static_cast<size_t>(m * inter));
+    DeviceArray<float> dy(static_cast<size_t>(m * inter));
+    launch_silu_mul_16(dx.get(), bf16, m, inter, dy.get(), nullptr);
+    launch_silu_mul_16(dx.get(), bf16, m, inter, dy16.get(), nullptr, t);
+    expect_rounded(dy16.download(), dy.download(), t, "silu_mul_16");
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 TEST(CudaEmbedding, EveryRowFormatMatchesCpu) {
   KILN_REQUIRE_GPU();
   for (ir::WeightFormat f : kRowFormats) {
@@ -310,6 +367,45 @@ TEST(CudaMatmul, EveryKernelMatchesDoubleReference) {
       }
     }
   }
+  cublasDestroy(handle);
+}
+
+TEST(CudaMatmul, ProductOfRoundedActivationsEqualsProductThatRoundsThem) {
+  KILN_REQUIRE_GPU();
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  const int64_t m = 37, n = 80, k = 1024;
+  for (ir::WeightFormat f : {ir::WeightFormat::kF16, ir::WeightFormat::kBF16}) {
+    for (const CudaMatmulKernel* kern : cuda_matmul_kernels(f, 128)) {
+      const ActivationType t = matmul_input_type(*kern);
+      if (t == ActivationType::kF32) {
+        EXPECT_FALSE(launch_matmul_16_in(*kern, handle, nullptr, m, k, nullptr, n, nullptr, nullptr, false, nullptr))
+            << kern->name << " reads fp32 activations";
+        continue;
+      }
+      EXPECT_EQ(t, f == ir::WeightFormat::kBF16 ? ActivationType::kBF16 : ActivationType::kF16) << kern->name;
+      const auto x = random_floats(static_cast<size_t>(m * k), 42);
+      const auto wf = random_floats(static_cast<size_t>(n * k), 43);
+      const auto bias = random_floats(static_cast<size_t>(n), 44);
+      std::vector<std::byte> w(static_cast<size_t>(n) * ir::weight_format_row_bytes(f, k));
+      ir::weight_quantize(f, wf.data(), n, k, w.data());
+      std::vector<uint16_t> x16(x.size());
+      for (size_t i = 0; i < x.size(); ++i) x16[i] = rounded_bits(x[i], t);
+      DeviceArray<float> dx(x), dbias(bias), want(static_cast<size_t>(m * n)), got(static_cast<size_t>(m * n));
+      DeviceArray<uint16_t> dx16(x16), want16(static_cast<size_t>(m * n)), got16(static_cast<size_t>(m * n));
+      DeviceArray<std::byte> dw(w), scratch(matmul_scratch_bytes(*kern, m, n, k) + 16);
+      ASSERT_TRUE(launch_matmul(*kern, handle, dx.get(), m, k, dw.get(), n, dbias.get(), want.get(), scratch.get(),
+                                nullptr));
+      ASSERT_TRUE(launch_matmul_16_in(*kern, handle, dx16.get(), m, k, dw.get(), n, dbias.get(), got.get(), false,
+                                      nullptr));
+      EXPECT_EQ(got.download(), want.download()) << kern->name;
+      ASSERT_TRUE(launch_gemm_16_out(*kern, handle, dx.get(), m, k, dw.get(), n, want16.get(), scratch.get(), nullptr));
+      ASSERT_TRUE(launch_matmul_16_in(*kern, handle, dx16.get(), m, k, dw.get(), n, nullptr, got16.get(), true,
+                                      nullptr));
+      EXPECT_EQ(got16.download(), want16.download()) << kern->name << " 16-bit output";
+    }
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   cublasDestroy(handle);
 }
 
