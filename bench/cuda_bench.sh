@@ -143,6 +143,9 @@ for name in ("batch64", "offline"):
     res[f"{name}_requests"] = int(re.search(r"^serving\s+([0-9]+) requests", text, re.M).group(1))
     res[f"{name}_step_ms"] = float(re.search(r"mean ([0-9.]+) ms in the model", text).group(1))
     res[f"{name}_preemptions"] = int(re.search(r"^preemptions ([0-9]+)", text, re.M).group(1))
+    decode_only = re.search(r"^decode\s+([0-9.]+) tokens/s\s+\(in the model", text, re.M)
+    if decode_only:  # the model's rate over steps of generated tokens only
+        res[f"{name}_decode_only_tok_s"] = float(decode_only.group(1))
     res[f"{name}_kv_cache"] = re.search(r"KV pool [0-9]+ MiB (\S+)", text).group(1)
 res["prefill_2048_ms"] = 2048 / res["prefill_2048_tok_s"] * 1e3
 res["decode_bs1_bf16_kv_tok_s"] = grab(f"{work}/decode_bf16kv.txt", "decode")
