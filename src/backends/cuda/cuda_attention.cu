@@ -29,8 +29,8 @@ __global__ void kv_cache_store_kernel(const float* k, const float* v, int64_t kv
   T* ck = static_cast<T*>(cache.k);
   T* cv = static_cast<T*>(cache.v);
   for (int64_t c = threadIdx.x; c < kv_row; c += kThreads) {
-    kv_store(ck + dst + c, k[i * kv_row + c]);
-    kv_store(cv + dst + c, v[i * kv_row + c]);
+    store1(ck + dst + c, k[i * kv_row + c]);
+    store1(cv + dst + c, v[i * kv_row + c]);
   }
 }
 
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads) attention_rows_kernel(const float* q
       if (kVec) {
         const float4* q4 = reinterpret_cast<const float4*>(qs);
         for (int d = 0; d < d_head / 4; ++d) {
-          const float4 a = q4[d], b = kv_load4(krow + 4 * d);
+          const float4 a = q4[d], b = load4(krow + 4 * d);
           dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
         }
       } else {

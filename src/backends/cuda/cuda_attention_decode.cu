@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(const float* 
       for (int c = 0; c < kChunks; ++c) {
         const int slice = lane + 32 * c;
         if (slice < d4) {
-          const float4 a = reinterpret_cast<const float4*>(qs)[slice], b = kv_load4(krow + 4 * slice);
+          const float4 a = reinterpret_cast<const float4*>(qs)[slice], b = load4(krow + 4 * slice);
           dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
         }
       }
@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(const float* 
       for (int c = 0; c < kChunks; ++c) {
         const int slice = lane + 32 * c;
         if (slice < d4) {
-          const float4 v = kv_load4(vrow + 4 * slice);
+          const float4 v = load4(vrow + 4 * slice);
           acc[c].x += p * v.x;
           acc[c].y += p * v.y;
           acc[c].z += p * v.z;

@@ -215,8 +215,8 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const float*
       constexpr int kD4 = D / 4;
       for (int idx = threadIdx.x; idx < kKeys * kD4; idx += kThreads) {
         const int j = idx / kD4, c = idx - j * kD4;
-        const float4 kr = kv_load4(stage_k + j * D + 4 * c);
-        const float4 vr = kv_load4(stage_v + j * D + 4 * c);
+        const float4 kr = load4(stage_k + j * D + 4 * c);
+        const float4 vr = load4(stage_v + j * D + 4 * c);
         *reinterpret_cast<uint2*>(operands + j * kLd + 4 * c) = make_uint2(Op::pack(kr.x, kr.y), Op::pack(kr.z, kr.w));
         *reinterpret_cast<uint2*>(operands + kTileElems + j * kLd + 4 * c) =
             make_uint2(Op::pack(vr.x, vr.y), Op::pack(vr.z, vr.w));

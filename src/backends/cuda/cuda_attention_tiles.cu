@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(kThreads) attention_tiles_kernel(const float* 
       if (kp <= kv_hi) {
         const int64_t off = (static_cast<int64_t>(table[kp / cache.block_size]) * cache.block_size +
                              kp % cache.block_size) * kv_row + static_cast<int64_t>(kv_head) * d_head;
-        kv = kv_load4(static_cast<const T*>(cache.k) + off + 4 * c);
-        vv = kv_load4(static_cast<const T*>(cache.v) + off + 4 * c);
+        kv = load4(static_cast<const T*>(cache.k) + off + 4 * c);
+        vv = load4(static_cast<const T*>(cache.v) + off + 4 * c);
       }
       reinterpret_cast<float4*>(ks + j * k_stride)[c] = kv;
       reinterpret_cast<float4*>(vs + j * d_head)[c] = vv;

@@ -79,16 +79,16 @@ __global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* _
         out[p + half] = y2;
       }
       if (slot != nullptr) {
-        kv_store(slot + p, y1);
-        kv_store(slot + p + half, y2);
+        store1(slot + p, y1);
+        store1(slot + p + half, y2);
       }
     } else {
       const int d = rotate ? pass : 2 * p;
       const float2 x = __ldg(reinterpret_cast<const float2*>(in + d));
       if (out != nullptr) *reinterpret_cast<float2*>(out + d) = x;
       if (slot != nullptr) {
-        kv_store(slot + d, x.x);
-        kv_store(slot + d + 1, x.y);
+        store1(slot + d, x.x);
+        store1(slot + d + 1, x.y);
       }
     }
   }
