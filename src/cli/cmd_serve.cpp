@@ -45,6 +45,7 @@ struct ServeArgs {
   bool log_prompts = false, no_prefix_caching = false;
   double shutdown_grace = 30, request_timeout = 30;
   size_t max_body_bytes = 4u << 20;
+  int stream_interval = 1;
 };
 
 // "512MiB", "1GiB", "64MB", "1048576".
@@ -171,6 +172,7 @@ int run_serve(ServeArgs a) {
   config.request_timeout_s = a.request_timeout;
   config.idle_timeout_s = std::max(a.request_timeout, 5.0);
   config.max_body_bytes = a.max_body_bytes;
+  config.stream_interval = a.stream_interval;
   if (!a.api_key.empty() && !a.api_key_file.empty()) return fail(invalid_argument("give --api-key or --api-key-file, not both"));
   config.api_key = a.api_key;
   if (!a.api_key_file.empty()) {
@@ -299,6 +301,10 @@ CommandFn add_serve_command(CLI::App& app) {
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "do not share KV blocks between requests with a common prefix");
   cmd->add_option("--shutdown-grace", args->shutdown_grace, "seconds running requests get to finish on SIGTERM/SIGINT")->capture_default_str();
   cmd->add_option("--request-timeout", args->request_timeout, "seconds a request may take to arrive (and a connection may idle)")->capture_default_str();
+  cmd->add_option("--stream-interval", args->stream_interval,
+                  "streamed responses: write once this many tokens have gathered (the first token and a choice's "
+                  "end go at once); more means fewer writes and system calls, in coarser pieces")
+      ->capture_default_str();
   cmd->add_option("--max-body-bytes", args->max_body_bytes, "largest request body; more gets 413")->capture_default_str();
   return [args] { return run_serve(*args); };
 }

@@ -138,6 +138,8 @@ ApiService::Reply ApiService::submit(GenerationPlan plan, std::unique_ptr<Respon
   if (!ready()) return refuse({503, "the server is shutting down", "server_error", std::nullopt, "unavailable"});
   std::vector<std::shared_ptr<llm::ResponseStream>> streams;
   for (auto& r : plan.requests) {
+    // A streamed answer is polled as tokens gather; a whole one only at its end.
+    r.notify_every = plan.stream ? config_.stream_interval : 0;
     auto s = engine_.submit(std::move(r));
     if (!s) {
       for (auto& started : streams) started->cancel();

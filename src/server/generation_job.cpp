@@ -66,7 +66,6 @@ GenerationJob::Output GenerationJob::poll() {
 }
 
 void GenerationJob::on_event(size_t s, llm::RequestEvent& e, Output& out) {
-  const auto now = Clock::now();
   switch (e.kind) {
     case llm::RequestEvent::Kind::kPromptLogprobs:
       prompts_[s].tokens = std::move(e.tokens);
@@ -78,11 +77,11 @@ void GenerationJob::on_event(size_t s, llm::RequestEvent& e, Output& out) {
       ChoiceState& c = choices_[idx];
       if (!e.tokens.empty()) {
         if (c.tokens.empty() && c.text.empty() && !c.started) {
-          last_token_[idx] = now;
+          last_token_[idx] = e.pushed;
         } else if (metrics_) {
-          metrics_->record_inter_token(std::chrono::duration<double>(now - last_token_[idx]).count() /
+          metrics_->record_inter_token(std::chrono::duration<double>(e.pushed - last_token_[idx]).count() /
                                        static_cast<double>(e.tokens.size()));
-          last_token_[idx] = now;
+          last_token_[idx] = e.pushed;
         }
       }
       c.text += e.text;
@@ -107,7 +106,7 @@ void GenerationJob::on_event(size_t s, llm::RequestEvent& e, Output& out) {
       usage_.completion_tokens += e.usage.completion_tokens;
       usage_.cached_prompt_tokens += e.usage.cached_prompt_tokens;
       if (metrics_) {
-        metrics_->record_request(std::chrono::duration<double>(now - start_).count(),
+        metrics_->record_request(std::chrono::duration<double>(Clock::now() - start_).count(),
                                  e.first_token_s > 0 ? e.first_token_s : -1.0, e.queue_s);
       }
       return;

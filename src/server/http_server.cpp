@@ -263,7 +263,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (client_gone_) return end_exchange_and_close();
     if (!pending_.empty()) {
       writing_ = true;
-      write_buf_ = std::move(pending_);
+      write_buf_.swap(pending_);  // both keep their capacity: no allocation a token
       pending_.clear();
       net::async_write(stream_, http::make_chunk(net::buffer(write_buf_)),
                        beast::bind_front_handler(&Session::on_stream_write, shared_from_this()));

@@ -11,6 +11,9 @@ Status validate_server_config(const ServerConfig& c) {
   if (!(c.shutdown_grace_s >= 0)) {
     return invalid_argument("--shutdown-grace must be a number of seconds >= 0; got " + std::to_string(c.shutdown_grace_s));
   }
+  if (c.stream_interval < 1 || c.stream_interval > 1024) {
+    return invalid_argument("--stream-interval must be in [1, 1024] tokens; got " + std::to_string(c.stream_interval));
+  }
   if (c.network_threads < 1 || c.network_threads > 64) return invalid_argument("network threads must be in [1, 64]");
   for (char ch : c.api_key) {
     if (static_cast<unsigned char>(ch) <= 0x20 || static_cast<unsigned char>(ch) >= 0x7f) {

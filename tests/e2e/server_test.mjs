@@ -370,10 +370,10 @@ test('clients that go away at any moment leave the server serving and every KV b
   assert.equal(ok.choices.length, 1);
 });
 
-test('API keys: 401 without or with a wrong key, health stays open; slow clients get 408', async () => {
+test('API keys: 401 without or with a wrong key, health stays open; slow clients get 408; --stream-interval', async () => {
   const keyFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-e2e-')), 'key');
   fs.writeFileSync(keyFile, 'sekret-123\n');
-  const s = await startServer(['--api-key-file', keyFile, '--request-timeout', '2']);
+  const s = await startServer(['--api-key-file', keyFile, '--request-timeout', '2', '--stream-interval', '3']);
   try {
     const body = { prompt: PROMPT, max_tokens: 2 };
     const none = await post(s.base, '/v1/completions', body);
@@ -387,7 +387,22 @@ test('API keys: 401 without or with a wrong key, health stays open; slow clients
     assert.equal((await post(s.base, '/v1/completions', body, { authorization: 'Bearer sekret-123' })).status, 200);
     const { default: OpenAI } = openaiModule();
     const authed = new OpenAI({ baseURL: s.base + '/v1', apiKey: 'sekret-123', maxRetries: 0 });
-    assert.equal((await authed.models.list()).data.length, 1);
+    const models = (await authed.models.list()).data;
+    assert.equal(models.length, 1);
+    // Tokens written three at a time: the same text and chunks as written one by one.
+    const params = { model: models[0].id, prompt: PROMPT, max_tokens: 11, temperature: 0, ignore_eos: true };
+    const whole = await authed.completions.create(params);
+    let text = '', chunks = 0, finish = null;
+    for await (const chunk of await authed.completions.create({ ...params, stream: true })) {
+      for (const c of chunk.choices) {
+        text += c.text;
+        chunks += 1;
+        if (c.finish_reason) finish = c.finish_reason;
+      }
+    }
+    assert.equal(text, whole.choices[0].text, 'streamed in groups of three equals non-streamed');
+    assert.equal(finish, 'length');
+    assert.ok(chunks >= 11, `a chunk per token still (${chunks})`);
     // Half a request, then silence: 408 within the request timeout (2 s here), then close.
     const raw = await rawRequest(s.port, ['POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"pro'], { waitMs: 30000 });
     assert.equal(statusOf(raw), 408);

@@ -211,6 +211,9 @@ Expected<std::shared_ptr<ResponseStream>> ServingEngine::submit(GenerationReques
   Impl& m = *impl_;
   if (request.prompt.empty()) return invalid_argument("the prompt has no tokens");
   if (request.n < 1) return invalid_argument("n must be at least 1, not " + std::to_string(request.n));
+  if (request.notify_every < 0) {
+    return invalid_argument("notify_every must be >= 0, not " + std::to_string(request.notify_every));
+  }
   if (request.prompt_logprobs < -1 || request.prompt_logprobs > kMaxLogprobs) {
     return invalid_argument("prompt_logprobs must be in [0, " + std::to_string(kMaxLogprobs) + "], not " +
                             std::to_string(request.prompt_logprobs));

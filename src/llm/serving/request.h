@@ -4,6 +4,7 @@
 // ever fit). Events flow back through the request's ResponseStream (response_stream.h).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,6 +25,10 @@ struct GenerationRequest {
   // -1 none; N >= 0: each prompt token's logprob (the first has none) and the top N alternatives.
   int32_t prompt_logprobs = -1;
   bool skip_special_tokens = true;  // in the generated text
+  // How often the consumer's notifier runs (ResponseStream::push): 1 at every event; N > 1 at the
+  // first token, then once N tokens have gathered, and at every choice's end and every
+  // non-token event; 0 only at the request's last event (a consumer that answers once, at the end).
+  int32_t notify_every = 1;
 };
 
 // One generated (or, for prompt logprobs, prompt) token with what the request asked to know of it.
@@ -56,6 +61,9 @@ struct RequestEvent {
   // Timing, seconds since the request was submitted (kFinished): first token, queue wait.
   double first_token_s = 0;
   double queue_s = 0;
+  // When the engine pushed the event (set by ResponseStream::push): inter-token gaps are the
+  // engine's, however the consumer's notifications group the events.
+  std::chrono::steady_clock::time_point pushed;
 };
 
 }  // namespace kiln::llm

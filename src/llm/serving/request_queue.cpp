@@ -7,7 +7,10 @@ void ResponseStream::set_notifier(std::function<void()> notify) {
   {
     std::lock_guard lock(mu_);
     notify_ = std::move(notify);
-    if (!events_.empty()) now = notify_;
+    if (!events_.empty()) {
+      now = notify_;
+      tokens_unannounced_ = 0;
+    }
   }
   if (now) now();
 }
@@ -26,7 +29,21 @@ void ResponseStream::push(RequestEvent event) {
     std::lock_guard lock(mu_);
     if (ended_) return;  // nothing follows a request's last event
     ended_ = event.kind == RequestEvent::Kind::kFinished || event.kind == RequestEvent::Kind::kError;
+    event.pushed = Clock::now();
+    const int32_t every = request_.notify_every;
+    bool due = ended_ || every == 1;
+    if (!due && every > 1) {
+      if (event.kind == RequestEvent::Kind::kDelta) {
+        tokens_unannounced_ += static_cast<int64_t>(event.tokens.size());
+        due = !delivered_first_token_ || tokens_unannounced_ >= every || event.finish != FinishReason::kNone;
+        if (!event.tokens.empty()) delivered_first_token_ = true;
+      } else {
+        due = true;
+      }
+    }
     events_.push_back(std::move(event));
+    if (!due) return;
+    tokens_unannounced_ = 0;
     notify = notify_;
   }
   if (notify) notify();

@@ -30,8 +30,9 @@ class ResponseStream {
   using Clock = std::chrono::steady_clock;
   explicit ResponseStream(GenerationRequest request) : request_(std::move(request)), submitted_(Clock::now()) {}
 
-  // Consumer side. `notify` runs on the engine thread after events were pushed (and once at
-  // registration if some are already waiting); it must not block.
+  // Consumer side. `notify` runs on the engine thread after events were pushed, as often as the
+  // request's notify_every asks (and once at registration if some are already waiting); it must
+  // not block.
   void set_notifier(std::function<void()> notify);
   // Moves every waiting event into `out` (appending); returns whether the stream is complete
   // (its kFinished or kError event has been popped, now or before).
@@ -53,6 +54,8 @@ class ResponseStream {
   std::function<void()> notify_;
   bool ended_ = false;   // a kFinished or kError was pushed
   bool drained_ = false; // ... and popped
+  bool delivered_first_token_ = false;
+  int64_t tokens_unannounced_ = 0;  // tokens pushed since the notifier last ran
 };
 
 class RequestQueue {
