@@ -15,6 +15,8 @@ namespace {
 
 constexpr int64_t kTileRows = 12;  // a multiple of both ISAs' tile rows (12, 6)
 constexpr int64_t kChunk = 256;    // column positions of k a pass over the row tiles
+constexpr int64_t kBlockRows = 192;  // rows of a task at most: their chunk of x stays in L2
+constexpr int64_t kGroupPanels = 8;  // panels of a task at most
 
 // The same products without SIMD intrinsics: one row at a time, 32 sums in order over k.
 void panel_rows_portable(const float* x, int64_t ldx, int64_t rows, const float* wf, int64_t k, float* y,
@@ -42,29 +44,37 @@ void gemm_packed_f32(const float* x, int64_t m, int64_t k, const float* packed, 
   const auto rows_fn = isa >= Isa::kAvx512 ? detail::float_panel_rows_avx512
                        : isa >= Isa::kAvx2 ? detail::float_panel_rows_avx2
                                            : panel_rows_portable;
-  // Panels first; when they are too few to give every thread four tasks, blocks of rows too.
+  // A task is a block of at most kBlockRows rows x a group of panels. Per k chunk, its rows'
+  // activations (kBlockRows x kChunk, 192 KiB) stay in L2 while every panel of the group reads
+  // them, and each panel's chunk (32 KiB) stays in L1 while every row tile reads it. Groups
+  // shrink, then row blocks split further, until every thread has four tasks.
   const int64_t panels = ir::packed_panels(n);
   const int64_t want = 4 * static_cast<int64_t>(omp_get_max_threads());
-  const int64_t row_blocks = std::clamp<int64_t>(detail::ceil_div(want, panels), 1, detail::ceil_div(m, kTileRows));
+  int64_t row_blocks = detail::ceil_div(m, kBlockRows);
+  const int64_t group = std::clamp<int64_t>(row_blocks * panels / want, 1, kGroupPanels);
+  const int64_t groups = detail::ceil_div(panels, group);
+  row_blocks =
+      std::clamp<int64_t>(std::max(row_blocks, detail::ceil_div(want, groups)), 1, detail::ceil_div(m, kTileRows));
   detail::Blocking bl;
   bl.mb = detail::round_up(detail::ceil_div(m, row_blocks), kTileRows);
-  bl.nb = ir::kPackedPanel;
+  bl.nb = group * ir::kPackedPanel;
   bl.kc = k;
   detail::matmul_parallel(m, n, bl, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-    const int cols = static_cast<int>(j1 - j0);
-    const float* wf = packed + (j0 / ir::kPackedPanel) * k * ir::kPackedPanel;
-    // k in chunks whose panel rows stay in L1 while every row tile of the task reads them; the
-    // accumulators go through y between chunks (exactly: each output is still one chain).
+    // k in chunks; the accumulators go through y between chunks (exactly: each output is still
+    // one chain over k in order).
     for (int64_t c0 = 0; c0 < k; c0 += kChunk) {
       const int64_t kc = std::min(kChunk, k - c0);
       const bool last = c0 + kc == k;
-      for (int64_t i = i0; i < i1; i += kTileRows) {
-        const int64_t rows = std::min(kTileRows, i1 - i);
-        float* yt = y + i * n + j0;
-        rows_fn(x + i * k + c0, k, rows, wf + c0 * ir::kPackedPanel, kc, yt, n, cols,
-                last && bias != nullptr ? bias + j0 : nullptr, c0 > 0);
-        if (last && !ep.empty()) {
-          for (int64_t r = 0; r < rows; ++r) apply_epilogue_f32(ep, yt + r * n, cols);
+      for (int64_t p0 = j0; p0 < j1; p0 += ir::kPackedPanel) {
+        const int cols = static_cast<int>(std::min<int64_t>(ir::kPackedPanel, j1 - p0));
+        const float* wf = packed + (p0 / ir::kPackedPanel) * k * ir::kPackedPanel + c0 * ir::kPackedPanel;
+        for (int64_t i = i0; i < i1; i += kTileRows) {
+          const int64_t rows = std::min(kTileRows, i1 - i);
+          float* yt = y + i * n + p0;
+          rows_fn(x + i * k + c0, k, rows, wf, kc, yt, n, cols, last && bias != nullptr ? bias + p0 : nullptr, c0 > 0);
+          if (last && !ep.empty()) {
+            for (int64_t r = 0; r < rows; ++r) apply_epilogue_f32(ep, yt + r * n, cols);
+          }
         }
       }
     }

@@ -4,9 +4,11 @@
 //   y[M, N] = epilogue(x[M, K] · W[K, N] + bias[N])
 //
 // A tile of 12 activation rows x one 32-column panel keeps its 24 accumulators in registers and
-// reads the panel straight through (the float panel kernel's tiles, matmul_kernels.h); threads
-// take panels, and blocks of rows when panels are few. Each output sums its K products in order
-// k = 0, 1, ... whatever the thread count or the other rows of the call.
+// reads the panel straight through (the float panel kernel's tiles, matmul_kernels.h). Threads
+// take blocks of up to 192 rows x groups of up to 8 panels, which sweep k in chunks of 256: a
+// chunk of the block's activations stays in L2 while the group's panels read it. Each output
+// sums its K products in order k = 0, 1, ... whatever the thread count or the other rows of the
+// call.
 #pragma once
 
 #include <cstdint>

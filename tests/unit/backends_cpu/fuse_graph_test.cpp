@@ -197,14 +197,16 @@ TEST(FuseGraph, MatMulWithBiasAndSwishBecomesOneMatMulOnTransposedWeights) {
 
 // The weights packed for the register tiles (ir/packed_weight.h) give the products of the plain
 // MatMul, with the fused bias and activation, on every ISA, over odd row and column counts (a
-// partial last panel, a partial last tile of 12 rows, a vector operand).
+// partial last panel, a partial last tile of 12 rows, a vector operand, several blocks of rows
+// and groups of panels with a partial panel in the last).
 TEST(FuseGraph, MatMulOnPackedWeightsMatchesThePlainProduct) {
   struct Case {
     ir::Shape x;
     int64_t n;
   };
   const std::vector<Case> cases = {{{2, 5, 12}, 7}, {{25, 37}, 70}, {{13, 1}, 33},
-                                   {{300}, 16},     {{3, 1, 64}, 32}, {{26, 130}, 97}};
+                                   {{300}, 16},     {{3, 1, 64}, 32}, {{26, 130}, 97},
+                                   {{400, 300}, 270}};
   for (const Case& c : cases) {
     const int64_t k = c.x.back();
     SCOPED_TRACE(ir::shape_to_string(c.x) + " x [" + std::to_string(k) + ", " + std::to_string(c.n) + "]");
@@ -227,7 +229,8 @@ TEST(FuseGraph, MatMulOnPackedWeightsMatchesThePlainProduct) {
       ASSERT_TRUE(isa_override(isa).is_ok());
       const std::vector<ir::Tensor> after = run_graph(b.g, inputs);
       ASSERT_EQ(after.size(), 1u);
-      EXPECT_LE(test_util::worst(after[0], before[0]), 2e-6);
+      // Both sides round in float, in different orders: the gap grows with the sum's length.
+      EXPECT_LE(test_util::worst(after[0], before[0]), 2e-6 * std::max(1.0, std::sqrt(static_cast<double>(k) / 16.0)));
     }
     ASSERT_TRUE(isa_override(std::nullopt).is_ok());
   }
