@@ -18,7 +18,9 @@
 //                           bf16 cache): prefill of half-precision engines.
 // Cache layout per layer, k and v alike: [num_blocks, block_size, num_kv_heads, head_dim] fp32.
 // All pointers are device memory; the caller (CudaBackend) owns them. Kernels never read cache
-// blocks outside the tables they are given.
+// blocks outside the tables they are given. The outputs are fp32, except that the split and
+// tensor-core kernels also write fp16 or bf16 for head sizes 64 and 128
+// (attention_16_out_supported): the element a following rounded product reads (cuda_gemm.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda/cuda_activation_type.h"
 #include "base/status.h"
 
 namespace kiln::cuda {
@@ -79,12 +82,15 @@ void launch_kv_cache_store(const float* k, const float* v, int64_t t, int64_t kv
                            cudaStream_t stream);
 
 // Decode attention split across `splits` blocks per (row, head) (cuda_attention_decode.cu): for
-// head_dim % 4 == 0, <= 256. With splits > 1, `partial` holds
+// head_dim % 4 == 0, <= 256; splits <= 128. With splits > 1, `partial` holds
 // attention_split_partial_floats(t, num_heads, head_dim, splits) floats of device scratch.
 bool attention_split_supported(int head_dim);
 size_t attention_split_partial_floats(int64_t t, int num_heads, int head_dim, int splits);
 void launch_attention_split(const float* q, int64_t t, StepTokens tokens, const AttentionShape& shape, PagedKv cache,
-                            int splits, float* partial, float* out, cudaStream_t stream);
+                            int splits, float* partial, void* out, ActivationType out_type, cudaStream_t stream);
+
+// Whether launch_attention_split and launch_attention_mma write 16-bit outputs for head_dim.
+bool attention_16_out_supported(int head_dim);
 
 // Prefill tiles on tensor cores (cuda_attention_mma.cu): q, k, v and the softmax numerators
 // rounded to fp16, fp32 accumulation and softmax; for head_dim % 32 == 0, <= 128. The backend
@@ -92,7 +98,8 @@ void launch_attention_split(const float* q, int64_t t, StepTokens tokens, const 
 bool attention_mma_supported(int head_dim);
 Status attention_mma_init();  // called by attention_init
 void launch_attention_mma(const float* q, const AttentionTile* tiles, int64_t num_tiles, StepTokens tokens,
-                          const AttentionShape& shape, PagedKv cache, float* out, cudaStream_t stream);
+                          const AttentionShape& shape, PagedKv cache, void* out, ActivationType out_type,
+                          cudaStream_t stream);
 
 // q, out: [t, num_heads * head_dim].
 void launch_attention_rows(const float* q, int64_t t, StepTokens tokens, const AttentionShape& shape, PagedKv cache,

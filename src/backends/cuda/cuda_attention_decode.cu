@@ -2,15 +2,17 @@
 // row, head, split), so that a batch-1 decode step over a long context still fills the GPU.
 // Each block scores its keys (one key per warp and step, lanes over float4 slices of the head),
 // takes their softmax numerators against the block's own maximum, and has each of its 4 warps
-// accumulate every 4th value row (lanes own float4 slices of the head); with one split the block writes the output, otherwise its
-// unnormalised partial (max, sum, accumulator) for attention_combine_kernel to join. Head sizes
-// 64 and 128 take attention_split_grouped_kernel, which reads several keys a warp at once.
+// accumulate every 4th value row (lanes own float4 slices of the head); with one split the block
+// writes the output, otherwise its unnormalised partial (max, sum, accumulator) for
+// attention_combine_kernel to join. Head sizes 64 and 128 take attention_split_grouped_kernel,
+// which reads several keys a warp at once.
 #include <cfloat>
 #include <cstdint>
 
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_kv.cuh"
 #include "backends/cuda/cuda_launch.cuh"
+#include "backends/cuda/cuda_vec.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -32,6 +34,37 @@ __device__ float block_reduce(float v, float* scratch, bool is_max) {
   float r = scratch[0];
   for (int w = 1; w < kWarps; ++w) r = is_max ? fmaxf(r, scratch[w]) : r + scratch[w];
   return r;
+}
+
+// Joins the `splits` records of one (row, head) (splits <= kThreads) into out_row[0, d_head): each
+// thread reads one split's maximum and sum, the block finds the joint maximum and each split's
+// weight, and each thread then adds its dimensions over all splits with their loads in flight at
+// once. Records written by other blocks of this launch are read through L2 (__ldcg).
+template <typename O>
+__device__ void join_splits(const float* records, int splits, int d_head, O* out_row) {
+  __shared__ float weight[kThreads];
+  __shared__ float scratch[kWarps];
+  const int64_t stride = d_head + 2;
+  const int sp = threadIdx.x;
+  float m = -FLT_MAX, l = 0.0f;
+  if (sp < splits) {
+    m = __ldcg(records + sp * stride);
+    l = __ldcg(records + sp * stride + 1);
+  }
+  const float gm = block_reduce(m, scratch, true);
+  const float w = l > 0.0f ? expf(m - gm) : 0.0f;  // a split with no keys counts for nothing
+  weight[sp] = w;
+  const float gl = block_reduce(l * w, scratch, false);  // its barriers publish weight[]
+  for (int d = threadIdx.x; d < d_head; d += kThreads) {
+    float a = 0.0f;
+#pragma unroll 8
+    for (int s = 0; s < splits; ++s) {
+      const float ws = weight[s];  // an empty split may not have written its accumulator
+      const float x = __ldcg(records + s * stride + 2 + d);
+      a += ws > 0.0f ? x * ws : 0.0f;
+    }
+    store1(out_row + d, a / gl);
+  }
 }
 
 // The keys one block reads: query row blockIdx.x (at `pos`), split blockIdx.z of gridDim.z, keys
@@ -87,14 +120,15 @@ __device__ float chunk_softmax(float* scores, int n, float local_max, float* scr
 
 // After every warp wrote its accumulator (warp_acc rows `stride` floats apart) and a barrier:
 // the output row out_row[0, d_head) with one split, else the split's record.
-__device__ void write_split(const float* warp_acc, int stride, int d_head, float* out_row, float* record, float m,
+template <typename O>
+__device__ void write_split(const float* warp_acc, int stride, int d_head, O* out_row, float* record, float m,
                             float l) {
   for (int d = threadIdx.x; d < d_head; d += kThreads) {
     float a = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) a += warp_acc[w * stride + d];
     if (record == nullptr) {
-      out_row[d] = a / l;
+      store1(out_row + d, a / l);
     } else {
       record[2 + d] = a;
     }
@@ -231,10 +265,10 @@ __device__ __forceinline__ void load16(const __nv_bfloat16* p, float (&v)[16]) {
 // has 32 / (D / 16) keys in flight per load and reduces each dot product over 3 (or 2) shuffles
 // instead of 5. Batched decode steps are bound by reading the cache, and this keeps more of it in
 // flight.
-template <int D, typename T>
+template <int D, typename T, typename O>
 __global__ void __launch_bounds__(kThreads) attention_split_grouped_kernel(const float* q, StepTokens tokens,
                                                                            AttentionShape shape, PagedKv cache,
-                                                                           float* out, float* partial) {
+                                                                           O* out, float* partial) {
   kernel_prologue();
   constexpr int kLanes = D / 16;           // lanes sharing one key
   constexpr int kGroups = 32 / kLanes;     // keys a warp reads at once
@@ -324,29 +358,19 @@ __global__ void __launch_bounds__(kThreads) attention_split_grouped_kernel(const
 }
 
 // One block per (query row, head): joins the splits' partials.
+template <typename O>
 __global__ void __launch_bounds__(kThreads) attention_combine_kernel(const float* partial, int splits,
-                                                                     AttentionShape shape, float* out) {
+                                                                     AttentionShape shape, O* out) {
   kernel_prologue();
   const int64_t i = blockIdx.x;
   const int h = blockIdx.y, d_head = shape.head_dim;
-  const int64_t stride = d_head + 2;
-  const float* records = partial + (i * shape.num_heads + h) * splits * stride;
-  float m = -FLT_MAX;
-  for (int s = 0; s < splits; ++s) m = fmaxf(m, records[s * stride]);
-  float l = 0.0f;
-  for (int s = 0; s < splits; ++s) {
-    if (records[s * stride + 1] > 0.0f) l += records[s * stride + 1] * expf(records[s * stride] - m);
-  }
-  for (int d = threadIdx.x; d < d_head; d += kThreads) {
-    float a = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      if (records[s * stride + 1] > 0.0f) a += records[s * stride + 2 + d] * expf(records[s * stride] - m);
-    }
-    out[i * static_cast<int64_t>(shape.num_heads) * d_head + static_cast<int64_t>(h) * d_head + d] = a / l;
-  }
+  join_splits(partial + (i * shape.num_heads + h) * splits * static_cast<int64_t>(d_head + 2), splits, d_head,
+              out + (i * shape.num_heads + h) * static_cast<int64_t>(d_head));
 }
 
 }  // namespace
+
+bool attention_16_out_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
 bool attention_split_supported(int head_dim) { return head_dim > 0 && head_dim % 4 == 0 && head_dim <= kMaxHeadDim; }
 
@@ -356,39 +380,47 @@ size_t attention_split_partial_floats(int64_t t, int num_heads, int head_dim, in
 }
 
 void launch_attention_split(const float* q, int64_t t, StepTokens tokens, const AttentionShape& shape, PagedKv cache,
-                            int splits, float* partial, float* out, cudaStream_t stream) {
+                            int splits, float* partial, void* out, ActivationType out_type, cudaStream_t stream) {
   if (t <= 0) return;
   const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(splits));
   float* records = splits > 1 ? partial : nullptr;
   const int d = shape.head_dim;
   const bool wide = d > 128;
-  if (cache.bf16) {
-    if (d == 128) {
-      launch(attention_split_grouped_kernel<128, __nv_bfloat16>, grid, kThreads, 0, stream, q, tokens, shape, cache,
-             out, records);
-    } else if (d == 64) {
-      launch(attention_split_grouped_kernel<64, __nv_bfloat16>, grid, kThreads, 0, stream, q, tokens, shape, cache,
-             out, records);
-    } else if (wide) {
-      launch(attention_split_kernel<2, __nv_bfloat16>, grid, kThreads, 0, stream, q, tokens, shape, cache, out,
-             records);
-    } else {
-      launch(attention_split_kernel<1, __nv_bfloat16>, grid, kThreads, 0, stream, q, tokens, shape, cache, out,
-             records);
+  const dim3 heads(static_cast<unsigned>(t), static_cast<unsigned>(shape.num_heads));
+  if (d == 128 || d == 64) {
+    auto go = [&](auto cache_element, auto out_element) {
+      using T = decltype(cache_element);
+      using O = decltype(out_element);
+      launch(d == 128 ? attention_split_grouped_kernel<128, T, O> : attention_split_grouped_kernel<64, T, O>, grid,
+             kThreads, 0, stream, q, tokens, shape, cache, static_cast<O*>(out), records);
+      if (splits > 1) {
+        launch(attention_combine_kernel<O>, heads, kThreads, 0, stream, partial, splits, shape, static_cast<O*>(out));
+      }
+    };
+    auto with_cache = [&](auto out_element) {
+      if (cache.bf16) {
+        go(__nv_bfloat16{}, out_element);
+      } else {
+        go(float{}, out_element);
+      }
+    };
+    switch (out_type) {
+      case ActivationType::kF32: with_cache(float{}); break;
+      case ActivationType::kF16: with_cache(__half{}); break;
+      case ActivationType::kBF16: with_cache(__nv_bfloat16{}); break;
     }
-  } else if (d == 128) {
-    launch(attention_split_grouped_kernel<128, float>, grid, kThreads, 0, stream, q, tokens, shape, cache, out,
-           records);
-  } else if (d == 64) {
-    launch(attention_split_grouped_kernel<64, float>, grid, kThreads, 0, stream, q, tokens, shape, cache, out, records);
-  } else if (wide) {
-    launch(attention_split_kernel<2, float>, grid, kThreads, 0, stream, q, tokens, shape, cache, out, records);
+    return;
+  }
+  float* out_f = static_cast<float*>(out);
+  if (cache.bf16) {
+    launch(wide ? attention_split_kernel<2, __nv_bfloat16> : attention_split_kernel<1, __nv_bfloat16>, grid, kThreads,
+           0, stream, q, tokens, shape, cache, out_f, records);
   } else {
-    launch(attention_split_kernel<1, float>, grid, kThreads, 0, stream, q, tokens, shape, cache, out, records);
+    launch(wide ? attention_split_kernel<2, float> : attention_split_kernel<1, float>, grid, kThreads, 0, stream, q,
+           tokens, shape, cache, out_f, records);
   }
   if (splits > 1) {
-    const dim3 heads(static_cast<unsigned>(t), static_cast<unsigned>(shape.num_heads));
-    launch(attention_combine_kernel, heads, kThreads, 0, stream, partial, splits, shape, out);
+    launch(attention_combine_kernel<float>, heads, kThreads, 0, stream, partial, splits, shape, out_f);
   }
 }
 

@@ -26,6 +26,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kv.cuh"
 #include "backends/cuda/cuda_launch.cuh"
+#include "backends/cuda/cuda_vec.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -106,10 +107,10 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                : "r"(addr));
 }
 
-template <typename T, int D>
+template <typename T, int D, typename O>
 __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const float* q, const AttentionTile* tiles,
                                                                  int num_tiles, StepTokens tokens,
-                                                                 AttentionShape shape, PagedKv cache, float* out) {
+                                                                 AttentionShape shape, PagedKv cache, O* out) {
   kernel_prologue();
   using H = std::conditional_t<kDirect<T>, T, __half>;  // the operands' type
   using Op = Operand<H>;
@@ -336,71 +337,88 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const float*
   l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
   l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
   const float inv_a = live_a ? 1.0f / l_a : 0.0f, inv_b = live_b ? 1.0f / l_b : 0.0f;
-  float* out_a = out + (tile.row_begin + r0) * q_row + static_cast<int64_t>(h) * D + 2 * t;
-  float* out_b = out + (tile.row_begin + r1) * q_row + static_cast<int64_t>(h) * D + 2 * t;
+  O* out_a = out + (tile.row_begin + r0) * q_row + static_cast<int64_t>(h) * D + 2 * t;
+  O* out_b = out + (tile.row_begin + r1) * q_row + static_cast<int64_t>(h) * D + 2 * t;
 #pragma unroll
   for (int n = 0; n < kDimTiles; ++n) {
-    if (live_a) *reinterpret_cast<float2*>(out_a + n * 8) = make_float2(o[n][0] * inv_a, o[n][1] * inv_a);
-    if (live_b) *reinterpret_cast<float2*>(out_b + n * 8) = make_float2(o[n][2] * inv_b, o[n][3] * inv_b);
+    if (live_a) store2(out_a + n * 8, o[n][0] * inv_a, o[n][1] * inv_a);
+    if (live_b) store2(out_b + n * 8, o[n][2] * inv_b, o[n][3] * inv_b);
   }
 }
 
-template <typename T>
+template <typename O>
+using MmaKernel = void (*)(const float*, const AttentionTile*, int, StepTokens, AttentionShape, PagedKv, O*);
+
+// The kernel for head size d (32, 64, 96 or 128; 16-bit outputs: 64 or 128), cache elements T
+// and output elements O.
+template <typename T, typename O>
+MmaKernel<O> kernel_for(int d) {
+  if constexpr (std::is_same_v<O, float>) {
+    if (d == 32) return attention_mma_kernel<T, 32, O>;
+    if (d == 96) return attention_mma_kernel<T, 96, O>;
+  }
+  return d == 64 ? attention_mma_kernel<T, 64, O> : attention_mma_kernel<T, 128, O>;
+}
+
+template <typename T, typename O>
 void launch_for(int d, dim3 grid, size_t bytes, cudaStream_t stream, const float* q, const AttentionTile* tiles,
-                int num_tiles, StepTokens tokens, const AttentionShape& shape, PagedKv cache, float* out) {
-  switch (d) {
-    case 32:
-      launch(attention_mma_kernel<T, 32>, grid, kThreads, bytes, stream, q, tiles, num_tiles, tokens, shape, cache,
-             out);
-      break;
-    case 64:
-      launch(attention_mma_kernel<T, 64>, grid, kThreads, bytes, stream, q, tiles, num_tiles, tokens, shape, cache,
-             out);
-      break;
-    case 96:
-      launch(attention_mma_kernel<T, 96>, grid, kThreads, bytes, stream, q, tiles, num_tiles, tokens, shape, cache,
-             out);
-      break;
-    default:
-      launch(attention_mma_kernel<T, 128>, grid, kThreads, bytes, stream, q, tiles, num_tiles, tokens, shape, cache,
-             out);
-      break;
-  }
+                int num_tiles, StepTokens tokens, const AttentionShape& shape, PagedKv cache, void* out) {
+  launch(kernel_for<T, O>(d), grid, kThreads, bytes, stream, q, tiles, num_tiles, tokens, shape, cache,
+         static_cast<O*>(out));
 }
 
-template <typename T>
-Status allow_shared(int d) {
-  const int bytes = static_cast<int>(shared_bytes(d, sizeof(T)));
-  const void* fn = d == 32   ? reinterpret_cast<const void*>(attention_mma_kernel<T, 32>)
-                   : d == 64 ? reinterpret_cast<const void*>(attention_mma_kernel<T, 64>)
-                   : d == 96 ? reinterpret_cast<const void*>(attention_mma_kernel<T, 96>)
-                             : reinterpret_cast<const void*>(attention_mma_kernel<T, 128>);
-  KILN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+template <typename T, typename O>
+Status allow_shared() {
+  for (int d : {32, 64, 96, 128}) {
+    if (!std::is_same_v<O, float> && !attention_16_out_supported(d)) continue;
+    const int bytes = static_cast<int>(shared_bytes(d, sizeof(T)));
+    KILN_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel_for<T, O>(d)),
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  }
   return Status::ok();
 }
 
 }  // namespace
 
 Status attention_mma_init() {
-  for (int d : {32, 64, 96, 128}) {
-    KILN_RETURN_IF_ERROR(allow_shared<float>(d));
-    KILN_RETURN_IF_ERROR(allow_shared<__nv_bfloat16>(d));
-  }
+  KILN_RETURN_IF_ERROR((allow_shared<float, float>()));
+  KILN_RETURN_IF_ERROR((allow_shared<float, __half>()));
+  KILN_RETURN_IF_ERROR((allow_shared<float, __nv_bfloat16>()));
+  KILN_RETURN_IF_ERROR((allow_shared<__nv_bfloat16, float>()));
+  KILN_RETURN_IF_ERROR((allow_shared<__nv_bfloat16, __half>()));
+  KILN_RETURN_IF_ERROR((allow_shared<__nv_bfloat16, __nv_bfloat16>()));
   return Status::ok();
 }
 
 bool attention_mma_supported(int head_dim) { return head_dim > 0 && head_dim % 32 == 0 && head_dim <= 128; }
 
 void launch_attention_mma(const float* q, const AttentionTile* tiles, int64_t num_tiles, StepTokens tokens,
-                          const AttentionShape& shape, PagedKv cache, float* out, cudaStream_t stream) {
+                          const AttentionShape& shape, PagedKv cache, void* out, ActivationType out_type,
+                          cudaStream_t stream) {
   if (num_tiles <= 0) return;
   const dim3 grid(static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(num_tiles));
   const size_t bytes = shared_bytes(shape.head_dim, cache.bf16 ? 2 : 4);
   const auto n = static_cast<int>(num_tiles);
+  const int d = shape.head_dim;
+  auto go = [&](auto cache_element) {
+    using T = decltype(cache_element);
+    switch (out_type) {
+      case ActivationType::kF32:
+        launch_for<T, float>(d, grid, bytes, stream, q, tiles, n, tokens, shape, cache, out);
+        break;
+      case ActivationType::kF16:
+        launch_for<T, __half>(d, grid, bytes, stream, q, tiles, n, tokens, shape, cache, out);
+        break;
+      case ActivationType::kBF16:
+        launch_for<T, __nv_bfloat16>(d, grid, bytes, stream, q, tiles, n, tokens, shape, cache, out);
+        break;
+    }
+  };
   if (cache.bf16) {
-    launch_for<__nv_bfloat16>(shape.head_dim, grid, bytes, stream, q, tiles, n, tokens, shape, cache, out);
+    go(__nv_bfloat16{});
   } else {
-    launch_for<float>(shape.head_dim, grid, bytes, stream, q, tiles, n, tokens, shape, cache, out);
+    go(float{});
   }
 }
 

@@ -381,13 +381,16 @@ bool gate_up_in_16_bits(const ir::Graph& g, const ir::Node& node, const CudaMatm
 
 // The activations that their producer hands to its readers in 16 bits (cuda_activation_type.h),
 // with the type: the output of an RMSNorm (alone or after a residual add) that overlaps none of
-// the norm's inputs, or of SwiGLU after a 16-bit gate/up product, when every reader is a matmul
+// the norm's inputs, of SwiGLU after a 16-bit gate/up product, or of attention in a
+// half-precision engine (its split and tensor-core kernels; attention_16_out_supported) that
+// overlaps none of its inputs, when every reader is a matmul
 // whose prefill kernel rounds its input to that one type. In steps of kGemvMaxRows rows or more
 // the producer writes the value in that type and the products read it as it is, with no rounding
 // pass between; smaller steps keep fp32 for the GEMVs. The rounding is the one the products'
 // own conversion would do, so the results are the same bits.
 Expected<std::map<ir::ValueId, ActivationType>> handed_in_16_bits(const ir::Graph& g,
-                                                                   const std::map<ir::ValueId, int>& consumers) {
+                                                                   const std::map<ir::ValueId, int>& consumers,
+                                                                   bool half_precision) {
   // The one 16-bit type every reader of v takes, or kF32.
   auto readers_type = [&](ir::ValueId v) -> Expected<ActivationType> {
     std::optional<ActivationType> type;
@@ -409,7 +412,7 @@ Expected<std::map<ir::ValueId, ActivationType>> handed_in_16_bits(const ir::Grap
     return *type;
   };
   std::map<ir::ValueId, ActivationType> out;
-  auto consider = [&](ir::ValueId v, std::initializer_list<ir::ValueId> inputs) -> Status {
+  auto consider = [&](ir::ValueId v, const std::vector<ir::ValueId>& inputs) -> Status {
     for (ir::ValueId in : inputs) {
       if (arena_overlap(g, v, in)) return Status::ok();
     }
@@ -429,6 +432,13 @@ Expected<std::map<ir::ValueId, ActivationType>> handed_in_16_bits(const ir::Grap
       KILN_ASSIGN_OR_RETURN(const CudaMatmulKernel* prefill,
                             bind_matmul_kernel(node, "kernel_prefill", g.weight(node.inputs[1]).format, kGemvMaxRows));
       if (gate_up_in_16_bits(g, node, *prefill)) KILN_RETURN_IF_ERROR(consider(act.outputs[0], {}));
+    } else if (node.op == "attention" && half_precision &&
+               attention_16_out_supported(static_cast<int>(node.attr_int("head_dim")))) {
+      std::vector<ir::ValueId> inputs;
+      for (ir::ValueId in : node.inputs) {
+        if (in != ir::kNoValue) inputs.push_back(in);
+      }
+      KILN_RETURN_IF_ERROR(consider(node.outputs[0], inputs));
     }
   }
   return out;
@@ -479,7 +489,7 @@ Status CudaBackend::State::bind_nodes() {
   }
   KILN_RETURN_IF_ERROR(swiglu_out.allocate(swiglu_floats * sizeof(float)));
   for (auto& [id, ptr] : moved) ptr = swiglu_out.ptr;
-  KILN_ASSIGN_OR_RETURN(const auto handed, handed_in_16_bits(g, consumers));
+  KILN_ASSIGN_OR_RETURN(const auto handed, handed_in_16_bits(g, consumers, half_precision));
   // The type in which a step of m rows hands activation `id` over.
   auto handed_type = [handed](ir::ValueId id) {
     const auto it = handed.find(id);
@@ -730,18 +740,24 @@ Status CudaBackend::State::bind_nodes() {
       const int64_t kv_row = static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim;
       const bool stored = cache_stored.count(index) != 0;
       const float* q = stored ? rotated_q.at<float>(0) : f_in(0);
+      // In 16 bits only from the split and tensor-core kernels (handed_in_16_bits).
+      const auto y_type = handed_type(node.outputs[0]);
+      const std::string name = node.name;
       fn = [=](const StepContext& s) {
         AttentionShape sh = shape;
         sh.alibi_slopes = alibi ? self->constant(slopes) : nullptr;
         const PagedKv kv = paged_kv(s, layer);
         if (!stored) launch_kv_cache_store(f_in(1), f_in(2), s.num_tokens, kv_row, s.tokens, kv, self->stream);
+        const ActivationType y = y_type(s.num_tokens);
         if (s.decode && split) {
           launch_attention_split(q, s.num_tokens, s.tokens, sh, kv, self->attention_splits(s.num_tokens, sh.num_heads),
-                                 self->attention_partial.at<float>(0), f_out(0), self->stream);
+                                 self->attention_partial.at<float>(0), out[0], y, self->stream);
+        } else if (!s.decode && tiles && mma) {
+          launch_attention_mma(q, s.tiles, s.num_tiles, s.tokens, sh, kv, out[0], y, self->stream);
+        } else if (y != ActivationType::kF32) {
+          return internal_error("attention '" + name + "' has no kernel that writes 16 bits for this step");
         } else if (s.decode || !tiles) {
           launch_attention_rows(q, s.num_tokens, s.tokens, sh, kv, f_out(0), self->stream);
-        } else if (mma) {
-          launch_attention_mma(q, s.tiles, s.num_tiles, s.tokens, sh, kv, f_out(0), self->stream);
         } else {
           launch_attention_tiles(q, s.tiles, s.num_tiles, s.tokens, sh, kv, f_out(0), self->stream);
         }

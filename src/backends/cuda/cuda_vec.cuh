@@ -1,5 +1,5 @@
 // Loads and stores of activations of any ActivationType (cuda_activation_type.h) as floats: one
-// element, or four consecutive ones (16 bytes of floats, 8 of fp16 / bf16; aligned to that).
+// element, or two or four consecutive ones (aligned to their size).
 // Stores round to nearest even.
 #pragma once
 
@@ -26,6 +26,17 @@ __device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
 __device__ __forceinline__ void store1(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store1(__half* p, float v) { *p = __float2half_rn(v); }
 __device__ __forceinline__ void store1(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+// Two consecutive elements (8 bytes of floats, 4 of fp16 / bf16; aligned to that).
+__device__ __forceinline__ void store2(float* p, float a, float b) {
+  *reinterpret_cast<float2*>(p) = make_float2(a, b);
+}
+__device__ __forceinline__ void store2(__half* p, float a, float b) {
+  *reinterpret_cast<__half2*>(p) = __floats2half2_rn(a, b);
+}
+__device__ __forceinline__ void store2(__nv_bfloat16* p, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+}
 
 __device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 __device__ __forceinline__ void store4(__half* p, float4 v) {

@@ -652,12 +652,21 @@ void check_attention(const AttnCase& c, const std::vector<int32_t>& context = {5
       for (int rows : {kAttentionTileRows, kAttentionMmaTileRows}) {
         DeviceArray<int32_t> mtiles = make_tiles(rows);
         DeviceArray<float> out3(static_cast<size_t>(t * q_row));
-        launch_attention_mma(dq.get(), reinterpret_cast<const AttentionTile*>(mtiles.get()),
-                             static_cast<int64_t>(mtiles.size() / 4), tokens, gs, kv, out3.get(), nullptr);
+        const auto* mt = reinterpret_cast<const AttentionTile*>(mtiles.get());
+        const auto num_mt = static_cast<int64_t>(mtiles.size() / 4);
+        launch_attention_mma(dq.get(), mt, num_mt, tokens, gs, kv, out3.get(), ActivationType::kF32, nullptr);
         // fp32 cache: fp16 products, q, k, v and the softmax numerators each rounded (2^-11). bf16
         // cache: bf16 products, k and v exact, q and the numerators rounded (2^-9).
-        EXPECT_LE(rel_error(out3.download(), want), bf16 ? 1e-2 : 4e-3)
-            << "tensor-core kernel, tiles of " << rows << ", " << what;
+        const auto got = out3.download();
+        EXPECT_LE(rel_error(got, want), bf16 ? 1e-2 : 4e-3) << "tensor-core kernel, tiles of " << rows << ", " << what;
+        // The 16-bit outputs that a rounded o product reads: the fp32 output rounded.
+        if (attention_16_out_supported(c.head_dim)) {
+          DeviceArray<uint16_t> out16(got.size());
+          for (ActivationType type : {ActivationType::kF16, ActivationType::kBF16}) {
+            launch_attention_mma(dq.get(), mt, num_mt, tokens, gs, kv, out16.get(), type, nullptr);
+            expect_rounded(out16.download(), got, type, "tensor-core kernel, " + what);
+          }
+        }
       }
     }
   }
@@ -720,11 +729,12 @@ void check_long_decode(bool bf16) {
   const AttentionShape gs{heads, kv_heads, dim, 0.125f, 0, nullptr};
   launch_attention_rows(dq.get(), 1, tokens, gs, kv, out.get(), nullptr);
   EXPECT_LE(rel_error(out.download(), want), 2e-6) << "rows kernel";
-  // Split decode: one split, and 16 joined by the combine kernel.
+  // Split decode: one split, and 3 or 16 joined by the combining kernel.
   for (int splits : {1, 3, 16}) {
     DeviceArray<float> partial(attention_split_partial_floats(1, heads, dim, splits));
     DeviceArray<float> out2(static_cast<size_t>(q_row));
-    launch_attention_split(dq.get(), 1, tokens, gs, kv, splits, partial.get(), out2.get(), nullptr);
+    launch_attention_split(dq.get(), 1, tokens, gs, kv, splits, partial.get(), out2.get(), ActivationType::kF32,
+                           nullptr);
     // Summation order alone; over 3000 keys it reaches 2.6e-6 with the bf16 cache's values.
     EXPECT_LE(rel_error(out2.download(), want), bf16 ? 4e-6 : 2e-6) << splits << " splits";
   }
@@ -737,7 +747,8 @@ TEST(CudaAttention, LongContextDecodeMatchesCpu) {
 }
 
 // A batched decode step: six sequences of very different lengths, one token each, through the
-// split decode kernels (one split, and four joined by the combine kernel), against cpu::attention.
+// split decode kernels (one split; 4 or 64 joined, with splits that get no keys), against
+// cpu::attention.
 // Head sizes 64 and 128 take the grouped kernel, 96 the general one.
 void check_batch_decode(const AttnCase& c, bool bf16) {
   const std::vector<int32_t> context = {0, 5, 40, 130, 700, 2100};
@@ -779,12 +790,22 @@ void check_batch_decode(const AttnCase& c, bool bf16) {
   const StepTokens tokens{dseq.get(), dpos.get()};
   launch_kv_cache_store(dk.get(), dv.get(), ns, kv_row, tokens, kv, nullptr);
   const AttentionShape gs{c.num_heads, c.num_kv_heads, c.head_dim, cs.scale, c.window, c.alibi ? dslopes.get() : nullptr};
-  for (int splits : {1, 4}) {
+  for (int splits : {1, 4, 64}) {
     DeviceArray<float> partial(attention_split_partial_floats(ns, c.num_heads, c.head_dim, splits));
     DeviceArray<float> out(static_cast<size_t>(ns * q_row));
-    launch_attention_split(dq.get(), ns, tokens, gs, kv, splits, partial.get(), out.get(), nullptr);
+    launch_attention_split(dq.get(), ns, tokens, gs, kv, splits, partial.get(), out.get(), ActivationType::kF32,
+                           nullptr);
     // Summation order alone (up to 2100 keys).
-    EXPECT_LE(rel_error(out.download(), want), 4e-6) << splits << " splits";
+    const auto got = out.download();
+    EXPECT_LE(rel_error(got, want), 4e-6) << splits << " splits";
+    // The 16-bit outputs that a rounded o product reads: the fp32 output rounded.
+    if (attention_16_out_supported(c.head_dim)) {
+      DeviceArray<uint16_t> out16(got.size());
+      for (ActivationType type : {ActivationType::kF16, ActivationType::kBF16}) {
+        launch_attention_split(dq.get(), ns, tokens, gs, kv, splits, partial.get(), out16.get(), type, nullptr);
+        expect_rounded(out16.download(), got, type, std::to_string(splits) + " splits");
+      }
+    }
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
