@@ -1,5 +1,5 @@
-// ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, the global
-// pools, and the normalisations (BatchNormalization in inference mode, InstanceNormalization,
+// ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, MaxUnpool,
+// the global pools, and the normalisations (BatchNormalization in inference mode, InstanceNormalization,
 // LayerNormalization, LRN, MeanVarianceNormalization), Det, GridSample (4-D), NonMaxSuppression, ConvInteger / MatMulInteger (i32 results), and Resize (Upsample and opset-10
 // Resize become Resize with asymmetric coordinates and floor rounding). Attributes are checked here, once, so that
 // a kernel can trust them: transA/transB, ceil_mode, count_include_pad and friends are 0 or 1,
@@ -39,6 +39,26 @@ Status conv_like(const OnnxNode& node, OnnxEmitter& out) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, node.ints_in("kernel_shape"));
   (void)kernel;
   if (node.op_type == "MaxPool" && node.outputs.size() > 1) out.graph().value(node.outputs[1]).dtype = ir::DType::kI64;
+  out.add_same(node);
+  return Status::ok();
+}
+
+// MaxUnpool: kernel_shape required, strides positive, pads not negative; the output has x's
+// element type (the kernel sizes it from output_shape or from these attributes).
+Status max_unpool(const OnnxNode& node, OnnxEmitter& out) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, node.ints_in("kernel_shape"));
+  if (kernel.empty()) return node.error("attribute 'kernel_shape' is required");
+  for (int64_t v : kernel) {
+    if (v < 1) return node.error("attribute 'kernel_shape' must be positive");
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> strides, node.ints_in("strides"));
+  for (int64_t v : strides) {
+    if (v < 1) return node.error("attribute 'strides' must be positive");
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, node.ints_in("pads"));
+  for (int64_t v : pads) {
+    if (v < 0) return node.error("attribute 'pads' must not be negative");
+  }
   out.add_same(node);
   return Status::ok();
 }
@@ -142,6 +162,7 @@ void register_onnx_nn_ops(OnnxTranslatorTable& table) {
   }
   table["Gemm"] = gemm;
   for (const char* op : {"Conv", "ConvTranspose", "MaxPool", "AveragePool"}) table[op] = conv_like;
+  table["MaxUnpool"] = max_unpool;
   table["BatchNormalization"] = batch_norm;
   table["LayerNormalization"] = layer_norm;
   table["Resize"] = resize;

@@ -63,6 +63,7 @@ std::vector<OpInfo> make_registry() {
   ops.push_back(tensor_op("ConvTranspose", 2, 3));
   ops.push_back(tensor_op("MaxPool", 1, 1, 1, 2));
   ops.push_back(tensor_op("AveragePool", 1, 1));
+  ops.push_back(tensor_op("MaxUnpool", 2, 3));
   ops.push_back(tensor_op("BatchNormalization", 5, 5));
   ops.push_back(tensor_op("InstanceNormalization", 3, 3));
   ops.push_back(tensor_op("LayerNormalization", 2, 3, 1, 3));

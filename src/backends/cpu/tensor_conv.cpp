@@ -3,6 +3,8 @@
 //   ConvTranspose: x [N, C, D...], w [C, M/group, k...], b [M] -> y [N, M, O...]
 //   MaxPool / AveragePool: x [N, C, D...] -> y [N, C, O...] (+ MaxPool's flat argmax indices)
 //   GlobalAveragePool / GlobalMaxPool: x [N, C, D...] -> [N, C, 1...]
+//   MaxUnpool:     x [N, C, D...], MaxPool's indices, [output_shape] -> y [N, C, O...], zero but
+//                  where an index puts an element of x
 // O follows ONNX's rules for pads, strides, dilations, auto_pad and ceil_mode (window_geometry()).
 // f32 Conv (any number of spatial dims) gathers each group's input patches (im2col, rows =
 // output positions) and multiplies them with the weights through the LLM path's f32 matmul
@@ -10,6 +12,8 @@
 // Other dtypes and the other ops use direct loops in f64, correct for every attribute combination.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -506,9 +510,70 @@ Status pool(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
   return Status::ok();
 }
 
+// MaxUnpool: x's elements go to the flat positions their indices name in [N, C, O...] with O_d =
+// (D_d - 1) * stride_d - pads_d - pads_{d + r} + kernel_d (MaxPool's indices of its input), the
+// rest is zero (a later element wins a position named twice). With output_shape, that result
+// sits at the start of each dimension of the given shape, which pads it at the end.
+Status max_unpool(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  const Tensor& x = *in[0];
+  const Tensor& idx = *in[1];
+  if (x.rank() < 3) return tensor_error(n, "needs [N, C, D...]");
+  if (idx.dtype() != DType::kI64 || idx.shape() != x.shape()) {
+    return tensor_error(n, "indices must be int64 of x's shape " + ir::shape_to_string(x.shape()));
+  }
+  const size_t r = x.shape().size() - 2;
+  const std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
+  std::vector<int64_t> strides = n.attr_ints("strides"), pads = n.attr_ints("pads");
+  if (kernel.size() != r) return tensor_error(n, "kernel_shape does not match the spatial dims");
+  if (strides.empty()) strides.assign(r, 1);
+  if (pads.empty()) pads.assign(2 * r, 0);
+  if (strides.size() != r || pads.size() != 2 * r) {
+    return tensor_error(n, "strides or pads do not match the spatial dims");
+  }
+  Shape inferred = {x.shape()[0], x.shape()[1]};
+  for (size_t d = 0; d < r; ++d) {
+    const int64_t o = (x.shape()[2 + d] - 1) * strides[d] - pads[d] - pads[d + r] + kernel[d];
+    if (o < 0) return tensor_error(n, "the pads leave a negative output dimension");
+    inferred.push_back(o);
+  }
+  Shape shape = inferred;
+  if (in.size() > 2 && in[2] != nullptr) {
+    shape = ir::tensor_to_i64(*in[2]);
+    if (shape.size() != inferred.size()) return tensor_error(n, "output_shape must have x's rank");
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] < inferred[d]) {
+        return tensor_error(n, "output_shape " + ir::shape_to_string(shape) + " is smaller than the unpooled " +
+                                   ir::shape_to_string(inferred));
+      }
+    }
+  }
+  Tensor y(x.dtype(), shape);  // zero-filled
+  const int64_t inferred_size = ir::shape_numel(inferred), elem = static_cast<int64_t>(ir::dtype_size(x.dtype()));
+  const int64_t* ip = idx.data<int64_t>();
+  const std::byte* xp = x.bytes();
+  std::byte* yp = y.numel() > 0 ? y.mutable_bytes() : nullptr;
+  for (int64_t e = 0; e < x.numel(); ++e) {
+    if (ip[e] < 0 || ip[e] >= inferred_size) {
+      return tensor_error(n, "index " + std::to_string(ip[e]) + " is outside the unpooled " +
+                                 ir::shape_to_string(inferred));
+    }
+    // The same coordinates in the output's shape.
+    int64_t rest = ip[e], at = 0, stride = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      at += rest % inferred[d] * stride;
+      rest /= inferred[d];
+      stride *= shape[d];
+    }
+    std::memcpy(yp + at * elem, xp + e * elem, static_cast<size_t>(elem));
+  }
+  out[0] = std::move(y);
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_tensor_conv_kernels(TensorKernelTable& table) {
+  table["MaxUnpool"] = max_unpool;
   table["Conv"] = conv;
   table["ConvTranspose"] = conv_transpose;
   for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}) table[op] = pool;

@@ -252,5 +252,53 @@ TEST(ConvKernels, ResizeGatherSoftmaxAndBatchNormMatchTheirDoublePaths) {
   EXPECT_LE(worst(run(bn, {&bx, &scale, &shift, &mean, &var}), run(bn, {&bx64, &scale, &shift, &mean, &var})), 1e-6);
 }
 
+// MaxUnpool puts MaxPool's maxima back where MaxPool found them (zero elsewhere), at the start of
+// a larger output_shape, and refuses an index outside the unpooled shape or a smaller shape.
+TEST(ConvKernels, MaxUnpoolUndoesMaxPoolsSelection) {
+  const ir::Tensor x = random_tensor({2, 3, 6, 4}, 14);
+  ir::Node pool;
+  pool.op = "MaxPool";
+  pool.name = "pool";
+  pool.outputs.resize(2);
+  pool.attrs = {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}};
+  std::vector<ir::Tensor> pooled;
+  ASSERT_TRUE(tensor_run_node(pool, {&x}, pooled).is_ok());
+  ASSERT_EQ(pooled.size(), 2u);
+  ir::Node unpool;
+  unpool.op = "MaxUnpool";
+  unpool.name = "unpool";
+  unpool.outputs.resize(1);
+  unpool.attrs = pool.attrs;
+  const ir::Tensor y = run(unpool, {&pooled[0], &pooled[1]});
+  ASSERT_EQ(y.shape(), x.shape());
+  std::vector<bool> chosen(static_cast<size_t>(x.numel()), false);
+  for (int64_t i = 0; i < pooled[1].numel(); ++i) chosen[static_cast<size_t>(pooled[1].data<int64_t>()[i])] = true;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    EXPECT_EQ(y.data<float>()[i], chosen[static_cast<size_t>(i)] ? x.data<float>()[i] : 0.0f) << i;
+  }
+  // A larger output_shape: the same elements at the same coordinates.
+  ir::Tensor shape(ir::DType::kI64, {4});
+  const int64_t dims[] = {2, 3, 7, 5};
+  std::copy(std::begin(dims), std::end(dims), shape.mutable_data<int64_t>());
+  const ir::Tensor big = run(unpool, {&pooled[0], &pooled[1], &shape});
+  ASSERT_EQ(big.shape(), (ir::Shape{2, 3, 7, 5}));
+  for (int64_t nc = 0; nc < 6; ++nc) {
+    for (int64_t h = 0; h < 7; ++h) {
+      for (int64_t w = 0; w < 5; ++w) {
+        const float want = h < 6 && w < 4 ? y.data<float>()[(nc * 6 + h) * 4 + w] : 0.0f;
+        EXPECT_EQ(big.data<float>()[(nc * 7 + h) * 5 + w], want) << nc << " " << h << " " << w;
+      }
+    }
+  }
+  std::vector<ir::Tensor> out;
+  shape.mutable_data<int64_t>()[2] = 5;
+  const Status small = tensor_run_node(unpool, {&pooled[0], &pooled[1], &shape}, out);
+  EXPECT_NE(small.message().find("smaller than the unpooled"), std::string::npos) << small.message();
+  ir::Tensor bad(ir::DType::kI64, pooled[1].shape());
+  bad.mutable_data<int64_t>()[3] = x.numel();
+  const Status outside = tensor_run_node(unpool, {&pooled[0], &bad}, out);
+  EXPECT_NE(outside.message().find("outside the unpooled"), std::string::npos) << outside.message();
+}
+
 }  // namespace
 }  // namespace kiln::cpu
