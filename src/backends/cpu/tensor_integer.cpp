@@ -1,7 +1,12 @@
-// Integer convolution and matrix product (ONNX's ConvInteger and MatMulInteger): the u8 / i8
-// operands have their zero points subtracted (per tensor, or per output channel for ConvInteger's
-// w and per row of A / column of B for MatMulInteger) and go through the Conv kernel in f64 and
-// the MatMul kernel in int64; the result is i32.
+// Integer convolution and matrix product (ONNX's ConvInteger, MatMulInteger and QLinearMatMul):
+// the u8 / i8 operands have their zero points subtracted (per tensor, or per output channel for
+// ConvInteger's w and per row of A / column of B for the products) and go through the Conv kernel
+// in f64 and the MatMul kernel in int64; the result is i32, or for QLinearMatMul requantised:
+// rint(C * (a_scale * b_scale / y_scale)) + y_zero_point, saturated to y_zero_point's type, with
+// the scale factor in f32 and the product in f64 (as ONNX's reference computes it).
+#include <algorithm>
+#include <cmath>
+
 #include "backends/cpu/tensor_kernel.h"
 
 namespace kiln::cpu {
@@ -53,9 +58,49 @@ Status matmul_integer(const ir::Node& n, const TensorInputs& in, std::vector<Ten
   return Status::ok();
 }
 
+// Entry `i` of a scale given per tensor or per `dim` entries, as f32.
+Expected<float> scale_at(const ir::Node& n, const Tensor& s, int64_t i, int64_t dim) {
+  if (s.numel() == 1) return static_cast<float>(ir::tensor_get_f64(s, 0));
+  if (s.numel() != dim) {
+    return tensor_error(n, "a scale has " + std::to_string(s.numel()) + " entries for " + std::to_string(dim));
+  }
+  return static_cast<float>(ir::tensor_get_f64(s, i));
+}
+
+// a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point.
+Status qlinear_matmul(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  for (size_t i = 0; i < 8; ++i) {
+    if (i >= in.size() || in[i] == nullptr) return tensor_error(n, "needs all eight inputs");
+  }
+  const Tensor &a_scale = *in[1], &b_scale = *in[4], &y_scale = *in[6], &y_zp = *in[7];
+  if (y_scale.numel() != 1 || y_zp.numel() != 1) return tensor_error(n, "y_scale and y_zero_point must be scalars");
+  if (y_zp.dtype() != DType::kU8 && y_zp.dtype() != DType::kI8) return tensor_error(n, "y_zero_point must be u8 or i8");
+  if (in[0]->rank() < 2 || in[3]->rank() < 2) return tensor_error(n, "a and b must have 2 or more dimensions");
+  KILN_ASSIGN_OR_RETURN(Tensor a, shifted(n, *in[0], in[2], -2, DType::kI64));
+  KILN_ASSIGN_OR_RETURN(Tensor b, shifted(n, *in[3], in[5], -1, DType::kI64));
+  std::vector<Tensor> result(1);
+  KILN_RETURN_IF_ERROR(tensor_kernel("MatMul")(n, {&a, &b}, result));
+  const Tensor& c = result[0];
+  const int64_t rows = c.shape()[c.shape().size() - 2], cols = c.shape().back();
+  const float ys = static_cast<float>(ir::tensor_get_f64(y_scale, 0));
+  const double zp = static_cast<double>(ir::tensor_get_i64(y_zp, 0));
+  const double lo = y_zp.dtype() == DType::kU8 ? 0.0 : -128.0, hi = y_zp.dtype() == DType::kU8 ? 255.0 : 127.0;
+  Tensor y(y_zp.dtype(), c.shape());
+  for (int64_t e = 0; e < c.numel(); ++e) {
+    KILN_ASSIGN_OR_RETURN(const float as, scale_at(n, a_scale, e / cols % rows, rows));
+    KILN_ASSIGN_OR_RETURN(const float bs, scale_at(n, b_scale, e % cols, cols));
+    const float factor = as * bs / ys;
+    const double v = std::nearbyint(static_cast<double>(ir::tensor_get_i64(c, e)) * factor) + zp;
+    ir::tensor_set_i64(y, e, static_cast<int64_t>(std::clamp(v, lo, hi)));
+  }
+  out[0] = std::move(y);
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_tensor_integer_kernels(TensorKernelTable& table) {
+  table["QLinearMatMul"] = qlinear_matmul;
   table["ConvInteger"] = conv_integer;
   table["MatMulInteger"] = matmul_integer;
 }

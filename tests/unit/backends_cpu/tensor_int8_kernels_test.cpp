@@ -195,5 +195,57 @@ TEST(Int8Kernels, BadOperandsAreErrorsNamingTheNode) {
   EXPECT_FALSE(tensor_run_node(q, {&wrong_k, &w.codes, &w.scales}, out).is_ok());
 }
 
+// ONNX's QLinearMatMul with a per-row a scale and zero point, a per-column b scale and zero
+// point and an i8 result that saturates, against the definition computed here; a y_scale that is
+// not a scalar is refused.
+TEST(Int8Kernels, QLinearMatMulRequantisesThePerRowAndColumnProduct) {
+  const int64_t m = 3, k = 5, n = 4;
+  std::mt19937 rng(7);
+  ir::Tensor a(ir::DType::kU8, {m, k}), b(ir::DType::kI8, {k, n});
+  for (int64_t i = 0; i < a.numel(); ++i) a.mutable_data<uint8_t>()[i] = static_cast<uint8_t>(rng() % 256);
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    b.mutable_data<int8_t>()[i] = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
+  }
+  ir::Tensor a_scale(ir::DType::kF32, {m}), a_zp(ir::DType::kU8, {m}), b_scale(ir::DType::kF32, {n}),
+      b_zp(ir::DType::kI8, {n}), y_scale(ir::DType::kF32, {}), y_zp(ir::DType::kI8, {});
+  for (int64_t i = 0; i < m; ++i) {
+    a_scale.mutable_data<float>()[i] = 0.01f * static_cast<float>(i + 1);
+    a_zp.mutable_data<uint8_t>()[i] = static_cast<uint8_t>(100 + 10 * i);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    b_scale.mutable_data<float>()[j] = 0.02f + 0.005f * static_cast<float>(j);
+    b_zp.mutable_data<int8_t>()[j] = static_cast<int8_t>(j - 2);
+  }
+  y_scale.mutable_data<float>()[0] = 0.05f;
+  y_zp.mutable_data<int8_t>()[0] = 3;
+  ir::Node q;
+  q.op = "QLinearMatMul";
+  q.name = "qmm";
+  q.outputs.resize(1);
+  const ir::Tensor y = run(q, {&a, &a_scale, &a_zp, &b, &b_scale, &b_zp, &y_scale, &y_zp});
+  ASSERT_EQ(y.dtype(), ir::DType::kI8);
+  ASSERT_EQ(y.shape(), (ir::Shape{m, n}));
+  int saturated = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t c = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        c += (a.data<uint8_t>()[i * k + p] - a_zp.data<uint8_t>()[i]) *
+             (b.data<int8_t>()[p * n + j] - b_zp.data<int8_t>()[j]);
+      }
+      const float factor = a_scale.data<float>()[i] * b_scale.data<float>()[j] / y_scale.data<float>()[0];
+      const double want = std::clamp(std::nearbyint(static_cast<double>(c) * factor) + 3.0, -128.0, 127.0);
+      saturated += want == -128.0 || want == 127.0;
+      EXPECT_EQ(y.data<int8_t>()[i * n + j], static_cast<int8_t>(want)) << i << " " << j;
+    }
+  }
+  EXPECT_GT(saturated, 0);  // the case reaches the clamp
+  const ir::Tensor two_scales(ir::DType::kF32, {2});
+  std::vector<ir::Tensor> out;
+  const Status st = tensor_run_node(q, {&a, &a_scale, &a_zp, &b, &b_scale, &b_zp, &two_scales, &y_zp}, out);
+  EXPECT_NE(st.message().find("qmm"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("scalars"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace kiln::cpu
