@@ -1,9 +1,11 @@
 // ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, MaxUnpool,
-// the global pools, and the normalisations (BatchNormalization in inference mode, InstanceNormalization,
-// LayerNormalization, LRN, MeanVarianceNormalization), Det, GridSample (4-D), NonMaxSuppression, ConvInteger / MatMulInteger (i32 results), and Resize (Upsample and opset-10
-// Resize become Resize with asymmetric coordinates and floor rounding). Attributes are checked here, once, so that
-// a kernel can trust them: transA/transB, ceil_mode, count_include_pad and friends are 0 or 1,
-// auto_pad is one of ONNX's four values, group divides nothing it should not.
+// the global pools, and the normalisations (BatchNormalization in inference mode,
+// InstanceNormalization, LayerNormalization, LRN, MeanVarianceNormalization), Det, GridSample
+// (4-D), NonMaxSuppression, ConvInteger / MatMulInteger (i32 results), QLinearConv, and Resize
+// (Upsample and opset-10 Resize become Resize with asymmetric coordinates and floor rounding).
+// Attributes are checked here, once, so that a kernel can trust them: transA/transB, ceil_mode,
+// count_include_pad and friends are 0 or 1, auto_pad is one of ONNX's four values, group divides
+// nothing it should not.
 #include "formats/onnx_translate.h"
 
 namespace kiln::formats {
@@ -152,6 +154,18 @@ Status integer_product(const OnnxNode& node, OnnxEmitter& out) {
   return Status::ok();
 }
 
+// QLinearConv: Conv's attributes; the codes take y_zero_point's dtype (u8 or i8).
+Status qlinear_conv(const OnnxNode& node, OnnxEmitter& out) {
+  if (node.inputs.size() < 8) return node.error("expected 8 or 9 inputs, got " + std::to_string(node.inputs.size()));
+  for (size_t i = 0; i < 8; ++i) {
+    if (node.input(i) == ir::kNoValue) return node.error("input " + std::to_string(i) + " is missing");
+  }
+  const ir::DType dtype = out.graph().value(node.input(7)).dtype;
+  if (dtype != ir::DType::kU8 && dtype != ir::DType::kI8) return node.error("y_zero_point must be u8 or i8");
+  out.graph().value(node.outputs[0]).dtype = dtype;
+  return conv_like(node, out);
+}
+
 }  // namespace
 
 void register_onnx_nn_ops(OnnxTranslatorTable& table) {
@@ -170,6 +184,7 @@ void register_onnx_nn_ops(OnnxTranslatorTable& table) {
   table["GridSample"] = grid_sample;
   table["NonMaxSuppression"] = non_max_suppression;
   table["ConvInteger"] = integer_product;
+  table["QLinearConv"] = qlinear_conv;
   table["MatMulInteger"] = integer_product;
 }
 

@@ -80,6 +80,7 @@ std::vector<OpInfo> make_registry() {
   ops.push_back(tensor_op("NonMaxSuppression", 2, 5));
   ops.push_back(tensor_op("ConvInteger", 2, 4));
   ops.push_back(tensor_op("QLinearMatMul", 8, 8));
+  ops.push_back(tensor_op("QLinearConv", 8, 9));
   ops.push_back(tensor_op("MatMulInteger", 2, 4));
   ops.push_back(tensor_op("LSTM", 3, 8, 0, 3));
   ops.push_back(tensor_op("GRU", 3, 6, 0, 2));

@@ -1,7 +1,8 @@
-// Integer convolution and matrix product (ONNX's ConvInteger, MatMulInteger and QLinearMatMul):
+// Integer convolution and matrix product (ONNX's ConvInteger, MatMulInteger, QLinearConv and
+// QLinearMatMul):
 // the u8 / i8 operands have their zero points subtracted (per tensor, or per output channel for
 // ConvInteger's w and per row of A / column of B for the products) and go through the Conv kernel
-// in f64 and the MatMul kernel in int64; the result is i32, or for QLinearMatMul requantised:
+// in f64 and the MatMul kernel in int64; the result is i32, or for the QLinear ops requantised:
 // rint(C * (a_scale * b_scale / y_scale)) + y_zero_point, saturated to y_zero_point's type, with
 // the scale factor in f32 and the product in f64 (as ONNX's reference computes it).
 #include <algorithm>
@@ -97,9 +98,50 @@ Status qlinear_matmul(const ir::Node& n, const TensorInputs& in, std::vector<Ten
   return Status::ok();
 }
 
+// x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, [B]: the integer
+// convolution plus B (i32, per output channel), requantised as QLinearMatMul's product is, with
+// w_scale per tensor or per output channel.
+Status qlinear_conv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
+  for (size_t i = 0; i < 8; ++i) {
+    if (i >= in.size() || in[i] == nullptr) return tensor_error(n, "needs the first eight inputs");
+  }
+  const Tensor &x_scale = *in[1], &w_scale = *in[4], &y_scale = *in[6], &y_zp = *in[7];
+  const Tensor* bias = optional(in, 8);
+  if (x_scale.numel() != 1 || y_scale.numel() != 1 || y_zp.numel() != 1) {
+    return tensor_error(n, "x_scale, y_scale and y_zero_point must be scalars");
+  }
+  if (y_zp.dtype() != DType::kU8 && y_zp.dtype() != DType::kI8) return tensor_error(n, "y_zero_point must be u8 or i8");
+  KILN_ASSIGN_OR_RETURN(Tensor x, shifted(n, *in[0], in[2], 1, DType::kF64));
+  KILN_ASSIGN_OR_RETURN(Tensor w, shifted(n, *in[3], in[5], 0, DType::kF64));
+  std::vector<Tensor> result(1);
+  KILN_RETURN_IF_ERROR(tensor_kernel("Conv")(n, {&x, &w}, result));
+  const Tensor& c = result[0];
+  const int64_t channels = c.shape()[1], inner = c.numel() / std::max<int64_t>(1, c.shape()[0] * channels);
+  if (bias != nullptr && bias->numel() != channels) {
+    return tensor_error(n, "B has " + std::to_string(bias->numel()) + " entries for " + std::to_string(channels) +
+                               " output channels");
+  }
+  const float xs = static_cast<float>(ir::tensor_get_f64(x_scale, 0));
+  const float ys = static_cast<float>(ir::tensor_get_f64(y_scale, 0));
+  const double zp = static_cast<double>(ir::tensor_get_i64(y_zp, 0));
+  const double lo = y_zp.dtype() == DType::kU8 ? 0.0 : -128.0, hi = y_zp.dtype() == DType::kU8 ? 255.0 : 127.0;
+  Tensor y(y_zp.dtype(), c.shape());
+  for (int64_t e = 0; e < c.numel(); ++e) {
+    const int64_t m = e / inner % channels;
+    KILN_ASSIGN_OR_RETURN(const float ws, scale_at(n, w_scale, m, channels));
+    const float factor = xs * ws / ys;
+    const double b = bias != nullptr ? static_cast<double>(ir::tensor_get_i64(*bias, m)) : 0.0;
+    const double acc = ir::tensor_get_f64(c, e) + b;
+    ir::tensor_set_i64(y, e, static_cast<int64_t>(std::clamp(std::nearbyint(acc * factor) + zp, lo, hi)));
+  }
+  out[0] = std::move(y);
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_tensor_integer_kernels(TensorKernelTable& table) {
+  table["QLinearConv"] = qlinear_conv;
   table["QLinearMatMul"] = qlinear_matmul;
   table["ConvInteger"] = conv_integer;
   table["MatMulInteger"] = matmul_integer;

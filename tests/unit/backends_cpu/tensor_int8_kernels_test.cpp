@@ -247,5 +247,46 @@ TEST(Int8Kernels, QLinearMatMulRequantisesThePerRowAndColumnProduct) {
   EXPECT_NE(st.message().find("scalars"), std::string::npos) << st.message();
 }
 
+// QLinearConv with a per-channel w scale and a bias: the bias adds before the requantisation,
+// and a bias of the wrong length is refused naming the node.
+TEST(Int8Kernels, QLinearConvAddsItsBiasBeforeRequantising) {
+  ir::Tensor x(ir::DType::kU8, {1, 1, 2, 2}), w(ir::DType::kI8, {2, 1, 1, 1});
+  const uint8_t xv[] = {10, 20, 30, 40};
+  std::copy(std::begin(xv), std::end(xv), x.mutable_data<uint8_t>());
+  w.mutable_data<int8_t>()[0] = 2;
+  w.mutable_data<int8_t>()[1] = -3;
+  ir::Tensor x_scale(ir::DType::kF32, {}), x_zp(ir::DType::kU8, {}), w_scale(ir::DType::kF32, {2}),
+      w_zp(ir::DType::kI8, {}), y_scale(ir::DType::kF32, {}), y_zp(ir::DType::kU8, {}), bias(ir::DType::kI32, {2});
+  x_scale.mutable_data<float>()[0] = 0.5f;
+  x_zp.mutable_data<uint8_t>()[0] = 10;
+  w_scale.mutable_data<float>()[0] = 0.25f;
+  w_scale.mutable_data<float>()[1] = 0.125f;
+  y_scale.mutable_data<float>()[0] = 0.25f;
+  y_zp.mutable_data<uint8_t>()[0] = 100;
+  bias.mutable_data<int32_t>()[0] = 4;
+  bias.mutable_data<int32_t>()[1] = -8;
+  ir::Node q;
+  q.op = "QLinearConv";
+  q.name = "qconv";
+  q.outputs.resize(1);
+  q.attrs = {{"kernel_shape", std::vector<int64_t>{1, 1}}};
+  const ir::Tensor y = run(q, {&x, &x_scale, &x_zp, &w, &w_scale, &w_zp, &y_scale, &y_zp, &bias});
+  ASSERT_EQ(y.shape(), (ir::Shape{1, 2, 2, 2}));
+  ASSERT_EQ(y.dtype(), ir::DType::kU8);
+  for (int64_t m = 0; m < 2; ++m) {
+    for (int64_t p = 0; p < 4; ++p) {
+      const double acc = (xv[p] - 10) * w.data<int8_t>()[m] + bias.data<int32_t>()[m];
+      const float factor = 0.5f * w_scale.data<float>()[m] / 0.25f;
+      const double want = std::clamp(std::nearbyint(acc * factor) + 100.0, 0.0, 255.0);
+      EXPECT_EQ(y.data<uint8_t>()[m * 4 + p], static_cast<uint8_t>(want)) << m << " " << p;
+    }
+  }
+  const ir::Tensor short_bias(ir::DType::kI32, {1});
+  std::vector<ir::Tensor> out;
+  const Status st = tensor_run_node(q, {&x, &x_scale, &x_zp, &w, &w_scale, &w_zp, &y_scale, &y_zp, &short_bias}, out);
+  EXPECT_NE(st.message().find("qconv"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("B has 1 entries"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace kiln::cpu
