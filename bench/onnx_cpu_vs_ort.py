@@ -7,7 +7,7 @@
 # writes OUT/onnx_cpu_vs_ort.json: per model, batch and thread count, both runtimes' mean and
 # best milliseconds and the largest difference between their outputs; with KILN_BASE, a second
 # kiln (an earlier build, say) is timed in the same loop, side by side (kiln_base_* fields);
-# THREADS=1,8 picks the thread counts (default 1,2,8).
+# THREADS=1,8 picks the thread counts (default 1,2,8); REPS the timed runs a case (default 20).
 import json, os, re, subprocess, time, platform
 import numpy as np, torch, transformers, onnxruntime as ort
 THREADS = [int(t) for t in os.environ.get("THREADS", "1,2,8").split(",")]
@@ -55,7 +55,7 @@ for name, (path, feed, profile) in cases.items():
             so = ort.SessionOptions(); so.intra_op_num_threads = T; so.inter_op_num_threads = 1
             s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
             for _ in range(2): ref = s.run(None, feed(B))[0]
-            ts = []; reps = 20
+            ts = []; reps = int(os.environ.get("REPS", "20"))
             for _ in range(reps):
                 t0 = time.perf_counter(); s.run(None, feed(B)); ts.append((time.perf_counter() - t0) * 1e3)
             key = f"{name}_b{B}_t{T}"; od = f"{WORK}/o_{key}"
