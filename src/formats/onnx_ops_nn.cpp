@@ -1,8 +1,9 @@
 // ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, MaxUnpool,
 // the global pools, and the normalisations (BatchNormalization in inference mode,
 // InstanceNormalization, LayerNormalization, LRN, MeanVarianceNormalization), Det, GridSample
-// (4-D), NonMaxSuppression, ConvInteger / MatMulInteger (i32 results), QLinearConv, and Resize
-// (Upsample and opset-10 Resize become Resize with asymmetric coordinates and floor rounding).
+// (4-D), NonMaxSuppression, ConvInteger / MatMulInteger (i32 results), QLinearConv /
+// QLinearMatMul (u8 or i8 codes), and Resize (Upsample and opset-10 Resize become Resize with
+// asymmetric coordinates and floor rounding).
 // Attributes are checked here, once, so that a kernel can trust them: transA/transB, ceil_mode,
 // count_include_pad and friends are 0 or 1, auto_pad is one of ONNX's four values, group divides
 // nothing it should not.
@@ -45,24 +46,15 @@ Status conv_like(const OnnxNode& node, OnnxEmitter& out) {
   return Status::ok();
 }
 
-// MaxUnpool: kernel_shape required, strides positive, pads not negative; the output has x's
-// element type (the kernel sizes it from output_shape or from these attributes).
+// MaxUnpool: Conv's attribute checks, and kernel_shape required and positive (the kernel sizes
+// the output from output_shape or from these attributes).
 Status max_unpool(const OnnxNode& node, OnnxEmitter& out) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, node.ints_in("kernel_shape"));
   if (kernel.empty()) return node.error("attribute 'kernel_shape' is required");
   for (int64_t v : kernel) {
     if (v < 1) return node.error("attribute 'kernel_shape' must be positive");
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> strides, node.ints_in("strides"));
-  for (int64_t v : strides) {
-    if (v < 1) return node.error("attribute 'strides' must be positive");
-  }
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, node.ints_in("pads"));
-  for (int64_t v : pads) {
-    if (v < 0) return node.error("attribute 'pads' must not be negative");
-  }
-  out.add_same(node);
-  return Status::ok();
+  return conv_like(node, out);
 }
 
 Status batch_norm(const OnnxNode& node, OnnxEmitter& out) {
@@ -154,16 +146,23 @@ Status integer_product(const OnnxNode& node, OnnxEmitter& out) {
   return Status::ok();
 }
 
-// QLinearConv: Conv's attributes; the codes take y_zero_point's dtype (u8 or i8).
-Status qlinear_conv(const OnnxNode& node, OnnxEmitter& out) {
-  if (node.inputs.size() < 8) return node.error("expected 8 or 9 inputs, got " + std::to_string(node.inputs.size()));
+// QLinearMatMul and QLinearConv: eight inputs (QLinearConv may add B); the codes take
+// y_zero_point's dtype (u8 or i8).
+Status qlinear_codes(const OnnxNode& node, OnnxEmitter& out) {
+  const size_t most = node.op_type == "QLinearConv" ? 9 : 8;
+  if (node.inputs.size() < 8 || node.inputs.size() > most) {
+    return node.error(std::string("expected ") + (most == 9 ? "8 or 9" : "8") + " inputs, got " +
+                      std::to_string(node.inputs.size()));
+  }
   for (size_t i = 0; i < 8; ++i) {
     if (node.input(i) == ir::kNoValue) return node.error("input " + std::to_string(i) + " is missing");
   }
   const ir::DType dtype = out.graph().value(node.input(7)).dtype;
   if (dtype != ir::DType::kU8 && dtype != ir::DType::kI8) return node.error("y_zero_point must be u8 or i8");
   out.graph().value(node.outputs[0]).dtype = dtype;
-  return conv_like(node, out);
+  if (node.op_type == "QLinearConv") return conv_like(node, out);
+  out.add_same(node);
+  return Status::ok();
 }
 
 }  // namespace
@@ -184,7 +183,8 @@ void register_onnx_nn_ops(OnnxTranslatorTable& table) {
   table["GridSample"] = grid_sample;
   table["NonMaxSuppression"] = non_max_suppression;
   table["ConvInteger"] = integer_product;
-  table["QLinearConv"] = qlinear_conv;
+  table["QLinearConv"] = qlinear_codes;
+  table["QLinearMatMul"] = qlinear_codes;
   table["MatMulInteger"] = integer_product;
 }
 

@@ -1,5 +1,5 @@
 // ONNX linear quantisation and signal-window ops: QuantizeLinear, DequantizeLinear,
-// DynamicQuantizeLinear, QLinearMatMul, and HannWindow / HammingWindow / BlackmanWindow. The translators fix the
+// DynamicQuantizeLinear, and HannWindow / HammingWindow / BlackmanWindow. The translators fix the
 // output dtypes ONNX defines (codes take the zero point's dtype, u8 without one; dequantised
 // values take the scale's; a window takes `output_datatype`) and check the attributes.
 #include "formats/onnx_tensor.h"
@@ -19,20 +19,6 @@ Status quantize(const OnnxNode& node, OnnxEmitter& out) {
     g.value(node.outputs[0]).dtype = g.value(node.input(1)).dtype;
   }
   out.add(node.op_type, node.name, node.inputs, node.outputs, {{"axis", node.attr_int("axis", 1)}});
-  return Status::ok();
-}
-
-// QLinearMatMul: the codes take y_zero_point's dtype (u8 or i8).
-Status qlinear_matmul(const OnnxNode& node, OnnxEmitter& out) {
-  ir::Graph& g = out.graph();
-  if (node.inputs.size() != 8) return node.error("expected 8 inputs, got " + std::to_string(node.inputs.size()));
-  for (size_t i = 0; i < 8; ++i) {
-    if (node.input(i) == ir::kNoValue) return node.error("input " + std::to_string(i) + " is missing");
-  }
-  const ir::DType dtype = g.value(node.input(7)).dtype;
-  if (dtype != ir::DType::kU8 && dtype != ir::DType::kI8) return node.error("y_zero_point must be u8 or i8");
-  g.value(node.outputs[0]).dtype = dtype;
-  out.add_same(node);
   return Status::ok();
 }
 
@@ -65,7 +51,6 @@ void register_onnx_quantize_ops(OnnxTranslatorTable& table) {
   table["QuantizeLinear"] = quantize;
   table["DequantizeLinear"] = quantize;
   table["DynamicQuantizeLinear"] = dynamic_quantize;
-  table["QLinearMatMul"] = qlinear_matmul;
   for (const char* op : {"HannWindow", "HammingWindow", "BlackmanWindow"}) table[op] = window;
 }
 

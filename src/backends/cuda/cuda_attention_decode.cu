@@ -39,7 +39,8 @@ __device__ float block_reduce(float v, float* scratch, bool is_max) {
 // Joins the `splits` records of one (row, head) (splits <= kThreads) into out_row[0, d_head): each
 // thread reads one split's maximum and sum, the block finds the joint maximum and each split's
 // weight, and each thread then adds its dimensions over all splits with their loads in flight at
-// once. Records written by other blocks of this launch are read through L2 (__ldcg).
+// once. The records come from the split kernel launched before; they are read through L2
+// (__ldcg), as each is read once.
 template <typename O>
 __device__ void join_splits(const float* records, int splits, int d_head, O* out_row) {
   __shared__ float weight[kThreads];
