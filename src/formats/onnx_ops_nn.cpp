@@ -1,12 +1,14 @@
 // ONNX neural-network ops: MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, MaxUnpool,
 // the global pools, and the normalisations (BatchNormalization in inference mode,
 // InstanceNormalization, LayerNormalization, LRN, MeanVarianceNormalization), Det, GridSample
-// (4-D), NonMaxSuppression, ConvInteger / MatMulInteger (i32 results), QLinearConv /
+// (4-D), RoiAlign, NonMaxSuppression, ConvInteger / MatMulInteger (i32 results), QLinearConv /
 // QLinearMatMul (u8 or i8 codes), and Resize (Upsample and opset-10 Resize become Resize with
 // asymmetric coordinates and floor rounding).
 // Attributes are checked here, once, so that a kernel can trust them: transA/transB, ceil_mode,
 // count_include_pad and friends are 0 or 1, auto_pad is one of ONNX's four values, group divides
 // nothing it should not.
+#include <cmath>
+
 #include "formats/onnx_translate.h"
 
 namespace kiln::formats {
@@ -125,6 +127,31 @@ Status grid_sample(const OnnxNode& node, OnnxEmitter& out) {
   return Status::ok();
 }
 
+// RoiAlign: opset 10 has no coordinate_transformation_mode and behaves as output_half_pixel;
+// from opset 16 it defaults to half_pixel. Output sizes and the sampling ratio are checked here.
+Status roi_align(const OnnxNode& node, OnnxEmitter& out) {
+  KILN_ASSIGN_OR_RETURN(std::string mode, node.string_in("mode", "avg", {"avg", "max"}));
+  std::string coord = "output_half_pixel";
+  if (node.opset >= 16) {
+    KILN_ASSIGN_OR_RETURN(coord, node.string_in("coordinate_transformation_mode", "half_pixel",
+                                                {"half_pixel", "output_half_pixel"}));
+  }
+  constexpr int64_t kMaxSide = int64_t{1} << 20;
+  KILN_ASSIGN_OR_RETURN(int64_t oh, node.int_in("output_height", 1, 1, kMaxSide));
+  KILN_ASSIGN_OR_RETURN(int64_t ow, node.int_in("output_width", 1, 1, kMaxSide));
+  KILN_ASSIGN_OR_RETURN(int64_t ratio, node.int_in("sampling_ratio", 0, 0, kMaxSide));
+  KILN_ASSIGN_OR_RETURN(double scale, node.float_in("spatial_scale", 1.0));
+  if (!(scale > 0.0) || !std::isfinite(scale)) return node.error("attribute 'spatial_scale' must be positive");
+  out.add("RoiAlign", node.name, node.inputs, node.outputs,
+          {{"mode", mode},
+           {"coordinate_transformation_mode", coord},
+           {"output_height", oh},
+           {"output_width", ow},
+           {"sampling_ratio", ratio},
+           {"spatial_scale", scale}});
+  return Status::ok();
+}
+
 Status non_max_suppression(const OnnxNode& node, OnnxEmitter& out) {
   KILN_ASSIGN_OR_RETURN(int64_t center, node.int_in("center_point_box", 0, 0, 1));
   out.graph().value(node.outputs[0]).dtype = ir::DType::kI64;
@@ -181,6 +208,7 @@ void register_onnx_nn_ops(OnnxTranslatorTable& table) {
   table["Resize"] = resize;
   table["Upsample"] = resize;
   table["GridSample"] = grid_sample;
+  table["RoiAlign"] = roi_align;
   table["NonMaxSuppression"] = non_max_suppression;
   table["ConvInteger"] = integer_product;
   table["QLinearConv"] = qlinear_codes;

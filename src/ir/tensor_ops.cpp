@@ -77,6 +77,7 @@ std::vector<OpInfo> make_registry() {
   ops.push_back(tensor_op("Einsum", 1, kMany));
   ops.push_back(tensor_op("Unique", 1, 1, 1, 4));
   ops.push_back(tensor_op("GridSample", 2, 2));
+  ops.push_back(tensor_op("RoiAlign", 3, 3));
   ops.push_back(tensor_op("NonMaxSuppression", 2, 5));
   ops.push_back(tensor_op("ConvInteger", 2, 4));
   ops.push_back(tensor_op("QLinearMatMul", 8, 8));

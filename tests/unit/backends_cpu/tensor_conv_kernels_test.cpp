@@ -301,4 +301,74 @@ TEST(ConvKernels, MaxUnpoolUndoesMaxPoolsSelection) {
 }
 
 }  // namespace
+// RoiAlign: over a linear image the average of a bin's bilinear samples is the image at the bin's
+// centre; mode max with one sample a bin halfway between four pixels keeps a quarter of their
+// largest; a region reads the image its batch index names, and an index outside x's batch is an
+// error.
+TEST(ConvKernels, RoiAlignAveragesAndMaximaOfBilinearSamples) {
+  const int64_t H = 6, W = 8;
+  ir::Tensor x(ir::DType::kF32, {2, 2, H, W});
+  auto f = [](int64_t img, double row, double col) { return 0.5 * row - 0.25 * col + 3.0 * static_cast<double>(img); };
+  for (int64_t img = 0; img < 4; ++img) {
+    for (int64_t y = 0; y < H; ++y) {
+      for (int64_t c = 0; c < W; ++c) {
+        x.mutable_data<float>()[(img * H + y) * W + c] =
+            static_cast<float>(f(img, static_cast<double>(y), static_cast<double>(c)));
+      }
+    }
+  }
+  // Two regions in the interior, in coordinates twice the image's (spatial_scale 0.5).
+  ir::Tensor rois(ir::DType::kF32, {2, 4});
+  const float boxes[] = {2, 2, 10, 8, 4, 3, 12, 10};
+  std::copy(std::begin(boxes), std::end(boxes), rois.mutable_data<float>());
+  ir::Tensor batch(ir::DType::kI64, {2});
+  batch.mutable_data<int64_t>()[0] = 1;
+  batch.mutable_data<int64_t>()[1] = 0;
+  ir::Node n;
+  n.op = "RoiAlign";
+  n.name = "roi";
+  n.outputs.resize(1);
+  n.attrs = {{"output_height", int64_t{3}}, {"output_width", int64_t{2}}, {"sampling_ratio", int64_t{0}},
+             {"spatial_scale", 0.5}, {"mode", std::string("avg")},
+             {"coordinate_transformation_mode", std::string("half_pixel")}};
+  const ir::Tensor y = run(n, {&x, &rois, &batch});
+  ASSERT_EQ(y.shape(), (ir::Shape{2, 2, 3, 2}));
+  for (int64_t r = 0; r < 2; ++r) {
+    const float* b = boxes + r * 4;
+    const double y0 = b[1] * 0.5 - 0.5, x0 = b[0] * 0.5 - 0.5;
+    const double bh = (b[3] - b[1]) * 0.5 / 3, bw = (b[2] - b[0]) * 0.5 / 2;
+    for (int64_t c = 0; c < 2; ++c) {
+      const int64_t img = batch.data<int64_t>()[r] * 2 + c;
+      for (int64_t ph = 0; ph < 3; ++ph) {
+        for (int64_t pw = 0; pw < 2; ++pw) {
+          const double want = f(img, y0 + (static_cast<double>(ph) + 0.5) * bh, x0 + (static_cast<double>(pw) + 0.5) * bw);
+          EXPECT_NEAR(y.data<float>()[((r * 2 + c) * 3 + ph) * 2 + pw], want, 1e-5) << r << " " << c << " " << ph;
+        }
+      }
+    }
+  }
+  // Mode max, output_half_pixel, one sample a bin at (ph + 0.5, pw + 0.5).
+  const ir::Tensor z = random_tensor({1, 1, 5, 5}, 31);
+  ir::Tensor one(ir::DType::kF32, {1, 4});
+  const float whole[] = {0, 0, 4, 4};
+  std::copy(std::begin(whole), std::end(whole), one.mutable_data<float>());
+  ir::Tensor zero(ir::DType::kI64, {1});
+  n.attrs = {{"output_height", int64_t{4}}, {"output_width", int64_t{4}}, {"sampling_ratio", int64_t{1}},
+             {"spatial_scale", 1.0}, {"mode", std::string("max")},
+             {"coordinate_transformation_mode", std::string("output_half_pixel")}};
+  const ir::Tensor m = run(n, {&z, &one, &zero});
+  ASSERT_EQ(m.shape(), (ir::Shape{1, 1, 4, 4}));
+  for (int64_t ph = 0; ph < 4; ++ph) {
+    for (int64_t pw = 0; pw < 4; ++pw) {
+      const float* p = z.data<float>();
+      const float top = std::max({p[ph * 5 + pw], p[ph * 5 + pw + 1], p[(ph + 1) * 5 + pw], p[(ph + 1) * 5 + pw + 1]});
+      EXPECT_NEAR(m.data<float>()[ph * 4 + pw], 0.25f * top, 1e-6) << ph << " " << pw;
+    }
+  }
+  zero.mutable_data<int64_t>()[0] = 1;
+  std::vector<ir::Tensor> out;
+  const Status st = tensor_run_node(n, {&z, &one, &zero}, out);
+  EXPECT_NE(st.message().find("outside x's batch"), std::string::npos) << st.message();
+}
+
 }  // namespace kiln::cpu
