@@ -1,7 +1,6 @@
-// ONNX linear quantisation and signal-window ops: QuantizeLinear, DequantizeLinear,
-// DynamicQuantizeLinear, and HannWindow / HammingWindow / BlackmanWindow. The translators fix the
-// output dtypes ONNX defines (codes take the zero point's dtype, u8 without one; dequantised
-// values take the scale's; a window takes `output_datatype`) and check the attributes.
+// ONNX linear quantisation ops: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear. The
+// translators fix the output dtypes ONNX defines (codes take the zero point's dtype, u8 without
+// one; dequantised values take the scale's) and check the attributes.
 #include "formats/onnx_tensor.h"
 #include "formats/onnx_translate.h"
 
@@ -32,26 +31,12 @@ Status dynamic_quantize(const OnnxNode& node, OnnxEmitter& out) {
   return Status::ok();
 }
 
-Status window(const OnnxNode& node, OnnxEmitter& out) {
-  KILN_ASSIGN_OR_RETURN(int64_t periodic, node.int_in("periodic", 1, 0, 1));
-  auto dtype = onnx_dtype(static_cast<int>(node.attr_int("output_datatype", 1)));
-  if (!dtype) return node.error(dtype.status().message());
-  if (!ir::dtype_is_float(*dtype) && *dtype != ir::DType::kI64 && *dtype != ir::DType::kI32) {
-    return node.error("output_datatype must be a float or integer type");
-  }
-  out.graph().value(node.outputs[0]).dtype = *dtype;
-  out.add(node.op_type, node.name, node.inputs, node.outputs,
-          {{"periodic", periodic}, {"dtype", std::string(ir::dtype_name(*dtype))}});
-  return Status::ok();
-}
-
 }  // namespace
 
 void register_onnx_quantize_ops(OnnxTranslatorTable& table) {
   table["QuantizeLinear"] = quantize;
   table["DequantizeLinear"] = quantize;
   table["DynamicQuantizeLinear"] = dynamic_quantize;
-  for (const char* op : {"HannWindow", "HammingWindow", "BlackmanWindow"}) table[op] = window;
 }
 
 }  // namespace kiln::formats

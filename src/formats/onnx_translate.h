@@ -88,6 +88,7 @@ void register_onnx_reduce_ops(OnnxTranslatorTable& table);
 void register_onnx_tensor_ops(OnnxTranslatorTable& table);
 void register_onnx_nn_ops(OnnxTranslatorTable& table);
 void register_onnx_quantize_ops(OnnxTranslatorTable& table);
+void register_onnx_signal_ops(OnnxTranslatorTable& table);
 void register_onnx_recurrent_ops(OnnxTranslatorTable& table);
 
 }  // namespace kiln::formats
