@@ -122,6 +122,7 @@ const OnnxTranslator* onnx_translator(const std::string& op_type) {
     register_onnx_nn_ops(t);
     register_onnx_quantize_ops(t);
     register_onnx_signal_ops(t);
+    register_onnx_text_ops(t);
     register_onnx_recurrent_ops(t);
     return t;
   }();

@@ -89,6 +89,7 @@ void register_onnx_tensor_ops(OnnxTranslatorTable& table);
 void register_onnx_nn_ops(OnnxTranslatorTable& table);
 void register_onnx_quantize_ops(OnnxTranslatorTable& table);
 void register_onnx_signal_ops(OnnxTranslatorTable& table);
+void register_onnx_text_ops(OnnxTranslatorTable& table);
 void register_onnx_recurrent_ops(OnnxTranslatorTable& table);
 
 }  // namespace kiln::formats

@@ -81,6 +81,7 @@ std::vector<OpInfo> make_registry() {
   ops.push_back(tensor_op("DFT", 1, 2));
   ops.push_back(tensor_op("STFT", 2, 4));
   ops.push_back(tensor_op("MelWeightMatrix", 5, 5));
+  ops.push_back(tensor_op("TfIdfVectorizer", 1, 1));
   ops.push_back(tensor_op("NonMaxSuppression", 2, 5));
   ops.push_back(tensor_op("ConvInteger", 2, 4));
   ops.push_back(tensor_op("QLinearMatMul", 8, 8));

@@ -18,6 +18,7 @@ TensorKernel tensor_kernel(const std::string& op) {
     register_tensor_einsum_kernels(t);
     register_tensor_grid_sample_kernels(t);
     register_tensor_roi_align_kernels(t);
+    register_tensor_tfidf_kernels(t);
     register_tensor_nms_kernels(t);
     register_tensor_integer_kernels(t);
     register_tensor_attention_kernels(t);

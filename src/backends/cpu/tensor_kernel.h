@@ -56,6 +56,7 @@ void register_tensor_resize_kernels(TensorKernelTable& table);
 void register_tensor_einsum_kernels(TensorKernelTable& table);
 void register_tensor_grid_sample_kernels(TensorKernelTable& table);
 void register_tensor_roi_align_kernels(TensorKernelTable& table);
+void register_tensor_tfidf_kernels(TensorKernelTable& table);
 void register_tensor_nms_kernels(TensorKernelTable& table);
 void register_tensor_integer_kernels(TensorKernelTable& table);
 void register_tensor_attention_kernels(TensorKernelTable& table);

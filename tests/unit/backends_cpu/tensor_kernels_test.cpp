@@ -340,5 +340,33 @@ TEST(TensorKernels, DepthwiseConvMatchesTheGeneralLoop) {
   }
 }
 
+// TfIdfVectorizer counts the pool's n-grams, bigrams at skips 0 and 1 and unigrams once, into
+// their columns (worked out by hand), and weighs them by mode; min_gram_length drops unigrams.
+TEST(TensorKernels, TfIdfVectorizerCountsPoolNgramsWithSkips) {
+  ir::Tensor x(ir::DType::kI64, {2, 6});
+  const int64_t tokens[] = {2, 3, 4, 2, 3, 5, 3, 4, 9, 2, 9, 3};
+  std::copy(std::begin(tokens), std::end(tokens), x.mutable_data<int64_t>());
+  ir::Node n;
+  n.op = "TfIdfVectorizer";
+  n.name = "tfidf";
+  n.outputs.resize(1);
+  auto with = [&](const std::string& mode, int64_t min_n) {
+    n.attrs = {{"max_gram_length", int64_t{2}}, {"min_gram_length", min_n}, {"max_skip_count", int64_t{1}},
+               {"mode", mode}, {"ngram_counts", std::vector<int64_t>{0, 2}},
+               {"ngram_indexes", std::vector<int64_t>{0, 1, 2, 3}},
+               {"pool_int64s", std::vector<int64_t>{2, 3, 2, 3, 3, 4}},
+               {"weights", std::vector<double>{0.5, 1.0, 2.0, 4.0}}};
+    std::vector<ir::Tensor> out;
+    EXPECT_TRUE(tensor_run_node(n, {&x}, out).is_ok());
+    const ir::Tensor& y = out.at(0);
+    EXPECT_EQ(y.shape(), (ir::Shape{2, 4}));
+    return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
+  };
+  EXPECT_EQ(with("TF", 1), (std::vector<float>{2, 2, 2, 1, 1, 2, 1, 1}));
+  EXPECT_EQ(with("IDF", 1), (std::vector<float>{0.5f, 1, 2, 4, 0.5f, 1, 2, 4}));
+  EXPECT_EQ(with("TFIDF", 1), (std::vector<float>{1, 2, 4, 4, 0.5f, 2, 2, 4}));
+  EXPECT_EQ(with("TF", 2), (std::vector<float>{0, 0, 2, 1, 0, 0, 1, 1}));
+}
+
 }  // namespace
 }  // namespace kiln::cpu
