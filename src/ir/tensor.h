@@ -28,10 +28,10 @@ std::string shape_to_string(const Shape& shape);
 class Tensor {
  public:
   Tensor() = default;
-  // Owned, zero-filled storage of shape_numel(shape) elements.
+  // Owned, zero-filled storage of shape_numel(shape) elements, starting on a 64-byte boundary.
   Tensor(DType dtype, Shape shape);
-  // Owned storage left as it comes, for a kernel that writes every element: no pass over the
-  // bytes before the kernel's own.
+  // Owned storage left as it comes (also 64-byte aligned), for a kernel that writes every
+  // element: no pass over the bytes before the kernel's own.
   static Tensor uninitialized(DType dtype, Shape shape);
   // Borrows `bytes`, which must hold exactly the elements and outlive every copy of the tensor.
   static Tensor view(DType dtype, Shape shape, std::span<const std::byte> bytes);
