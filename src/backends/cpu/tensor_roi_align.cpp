@@ -85,12 +85,13 @@ Status roi_align(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
       rh = std::max(rh, 1.0);
     }
     const double bin_h = rh / static_cast<double>(oh), bin_w = rw / static_cast<double>(ow);
-    const int64_t gh = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(bin_h));
-    const int64_t gw = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(bin_w));
+    // A reversed region (half_pixel keeps its negative size) takes no samples: its bins read 0.
+    const int64_t gh = ratio > 0 ? ratio : std::max<int64_t>(static_cast<int64_t>(std::ceil(bin_h)), 0);
+    const int64_t gw = ratio > 0 ? ratio : std::max<int64_t>(static_cast<int64_t>(std::ceil(bin_w)), 0);
     const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
     // The samples of every bin, shared by the channels.
     std::vector<Bilinear> samples;
-    samples.reserve(static_cast<size_t>(std::max<int64_t>(oh * ow * gh * gw, 0)));
+    samples.reserve(static_cast<size_t>(oh * ow * gh * gw));
     for (int64_t ph = 0; ph < oh; ++ph) {
       for (int64_t pw = 0; pw < ow; ++pw) {
         for (int64_t iy = 0; iy < gh; ++iy) {

@@ -365,6 +365,14 @@ TEST(ConvKernels, RoiAlignAveragesAndMaximaOfBilinearSamples) {
       EXPECT_NEAR(m.data<float>()[ph * 4 + pw], 0.25f * top, 1e-6) << ph << " " << pw;
     }
   }
+  // A reversed region (x2 < x1, y2 < y1) under half_pixel takes no samples: every bin is 0.
+  const float reversed[] = {4.5f, 4.5f, 0, 0};  // bins of -1.125 pixels a side
+  std::copy(std::begin(reversed), std::end(reversed), one.mutable_data<float>());
+  n.attrs["mode"] = std::string("avg");
+  n.attrs["sampling_ratio"] = int64_t{0};
+  n.attrs["coordinate_transformation_mode"] = std::string("half_pixel");
+  const ir::Tensor none = run(n, {&z, &one, &zero});
+  for (int64_t i = 0; i < none.numel(); ++i) EXPECT_EQ(none.data<float>()[i], 0.0f) << i;
   zero.mutable_data<int64_t>()[0] = 1;
   std::vector<ir::Tensor> out;
   const Status st = tensor_run_node(n, {&z, &one, &zero}, out);
