@@ -25,14 +25,20 @@ namespace {
 
 using ir::Tensor;
 
+// The element type the translator recorded in the node's `dtype` attribute.
+Expected<ir::DType> output_dtype(const ir::Node& n) {
+  const auto dtype = ir::dtype_from_name(n.attr_str("dtype", "f32"));
+  if (!dtype) return tensor_error(n, "unknown output dtype");
+  return *dtype;
+}
+
 Status window(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
   if (in[0]->numel() != 1) return tensor_error(n, "size must be a scalar");
   const int64_t size = ir::tensor_get_i64(*in[0], 0);
   if (size < 0 || size > (int64_t{1} << 32)) {
     return tensor_error(n, "size " + std::to_string(size) + " is out of range");
   }
-  const auto dtype = ir::dtype_from_name(n.attr_str("dtype", "f32"));
-  if (!dtype) return tensor_error(n, "unknown output dtype");
+  KILN_ASSIGN_OR_RETURN(const ir::DType dtype, output_dtype(n));
   const double N = n.attr_int("periodic", 1) != 0 ? static_cast<double>(size) : static_cast<double>(size - 1);
   double a0 = 0.5, a1 = 0.5, a2 = 0.0;
   if (n.op == "HammingWindow") {
@@ -42,7 +48,7 @@ Status window(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& ou
     a0 = 0.42;
     a2 = 0.08;
   }
-  Tensor y(*dtype, {size});
+  Tensor y(dtype, {size});
   for (int64_t i = 0; i < size; ++i) {
     const double t = 2.0 * std::numbers::pi * static_cast<double>(i) / N;
     ir::tensor_set_f64(y, i, a0 - a1 * std::cos(t) + a2 * std::cos(2.0 * t));
@@ -175,8 +181,7 @@ Status mel_weight_matrix(const ir::Node& n, const TensorInputs& in, std::vector<
     return tensor_error(n, "num_mel_bins, dft_length and sample_rate must be positive");
   }
   if (!(lower >= 0.0) || !(upper > lower)) return tensor_error(n, "needs 0 <= lower_edge_hertz < upper_edge_hertz");
-  const auto dtype = ir::dtype_from_name(n.attr_str("dtype", "f32"));
-  if (!dtype) return tensor_error(n, "unknown output dtype");
+  KILN_ASSIGN_OR_RETURN(const ir::DType dtype, output_dtype(n));
   const int64_t spectrum = dft_length / 2 + 1;
   // num_mel_bins + 2 edges, equally spaced in mel (2595 log10(1 + f / 700)) from lower to upper
   // (steps of the range over num_mel_bins + 2), each turned into the DFT bin below it.
@@ -206,7 +211,7 @@ Status mel_weight_matrix(const ir::Node& n, const TensorInputs& in, std::vector<
       m[static_cast<size_t>(j * mels + i)] = static_cast<double>(right - j) / static_cast<double>(right - centre);
     }
   }
-  Tensor y(*dtype, {spectrum, mels});
+  Tensor y(dtype, {spectrum, mels});
   for (size_t i = 0; i < m.size(); ++i) ir::tensor_set_f64(y, static_cast<int64_t>(i), m[i]);
   out[0] = std::move(y);
   return Status::ok();

@@ -3,23 +3,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 #include "backends/cpu/tensor_graph_runner.h"
 #include "backends/cpu/tensor_kernel.h"
 #include "ir/ops.h"
 #include "ir/tensor_ops.h"
+#include "unit/backends_cpu/tensor_test_util.h"
 
 namespace kiln::cpu {
 namespace {
 
-ir::Tensor random_f32(const ir::Shape& shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  ir::Tensor t(ir::DType::kF32, shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data<float>()[i] = dist(rng);
-  return t;
-}
+using test_util::random_f32;
 
 ir::Node node(const std::string& op, size_t outputs = 1) {
   ir::Node n;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
-#include <random>
 #include <vector>
 
 #include "backends/cpu/tensor_kernel.h"
@@ -14,15 +13,8 @@
 namespace kiln::cpu {
 namespace {
 
+using test_util::random_f32;
 using test_util::run;
-
-ir::Tensor random_f32(const ir::Shape& shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  ir::Tensor t(ir::DType::kF32, shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data<float>()[i] = dist(rng);
-  return t;
-}
 
 ir::Tensor scalar_i64(int64_t v) {
   ir::Tensor t(ir::DType::kI64, {});

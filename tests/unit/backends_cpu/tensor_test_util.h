@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <random>
 #include <vector>
 
 #include "backends/cpu/cpu_isa.h"
@@ -19,6 +21,15 @@ inline ir::Tensor run(const ir::Node& n, const std::vector<const ir::Tensor*>& i
   const Status st = tensor_run_node(n, in, out);
   EXPECT_TRUE(st.is_ok()) << st.message();
   return out.empty() ? ir::Tensor() : std::move(out[0]);
+}
+
+// f32 values uniform in [-1, 1) of `shape`, from `seed`.
+inline ir::Tensor random_f32(const ir::Shape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  ir::Tensor t(ir::DType::kF32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data<float>()[i] = dist(rng);
+  return t;
 }
 
 // Largest |got - want| / (1 + |want|).
