@@ -68,7 +68,7 @@ struct AttentionTile {
   int32_t unused;
 };
 inline constexpr int kAttentionTileRows = 32;     // the most rows of a tile launch_attention_tiles takes
-inline constexpr int kAttentionMmaTileRows = 64;  // the most launch_attention_mma takes
+inline constexpr int kAttentionMmaTileRows = 128;  // the most launch_attention_mma takes (see below)
 
 // Raises the shared-memory limit of the tile kernels; once per process, before any launch.
 Status attention_init();
@@ -96,6 +96,9 @@ bool attention_16_out_supported(int head_dim);
 // rounded to fp16, fp32 accumulation and softmax; for head_dim % 32 == 0, <= 128. The backend
 // takes it for engines whose weights are fp16 or bf16.
 bool attention_mma_supported(int head_dim);
+// The most rows of a tile launch_attention_mma takes over this cache: 128 over a bf16 cache, 64
+// over a float one.
+int attention_mma_tile_rows(bool bf16_cache);
 Status attention_mma_init();  // called by attention_init
 void launch_attention_mma(const float* q, const AttentionTile* tiles, int64_t num_tiles, StepTokens tokens,
                           const AttentionShape& shape, PagedKv cache, void* out, ActivationType out_type,

@@ -174,9 +174,9 @@ struct CudaBackend::State {
   std::map<std::string, std::pair<double, int64_t>> profile_steps;  // "decode"/"prefill" -> (ms, steps)
   std::set<bool> profile_seen;  // kinds of step (decode or not) run once already
 
-  // Rows of the prefill tiles a step builds: the tensor-core attention kernel's 64 where the
-  // engine's attention runs on it, the fp32 tile kernel's 32 otherwise.
-  int tile_rows = kAttentionTileRows;
+  // Whether the engine's prefill attention runs on the tensor-core kernel, whose tiles take
+  // attention_mma_tile_rows rows for the step's cache; the fp32 tile kernel's take 32.
+  bool mma_tiles = false;
 
   bool graphs_enabled = true;
   bool device_sampling = true;  // KILN_CUDA_SAMPLING=0: callers sample the logits on the host
@@ -270,7 +270,7 @@ Status CudaBackend::State::bind_nodes() {
   constants_host.clear();
   const ir::Graph& g = *graph;
   State* self = this;
-  tile_rows = kAttentionTileRows;
+  mma_tiles = false;
   const std::map<ir::ValueId, int> consumers = consumer_counts(g);
   // Attention nodes whose k and v launch_qkv_rope_store stores, and the buffer it writes their
   // queries to (one, reused by every layer).
@@ -549,7 +549,7 @@ Status CudaBackend::State::bind_nodes() {
       }
       const bool tiles = attention_tiles_supported(shape.head_dim);
       const bool mma = half_precision && attention_mma_supported(shape.head_dim);
-      if (mma && tiles) tile_rows = kAttentionMmaTileRows;
+      if (mma && tiles) mma_tiles = true;
       const bool split = attention_split_supported(shape.head_dim);
       const int64_t layer = node.attr_int("layer");
       const bool alibi = node.attr_int("alibi") != 0;
@@ -881,11 +881,13 @@ Status CudaBackend::enqueue_step(const runtime::StepView& step) {
   auto* token_seq = s.step_host.at<int32_t>(l.token_seq);
   auto* tiles = s.step_host.at<AttentionTile>(l.tiles);
   int64_t num_tiles = 0;
+  const int tile_rows = s.mma_tiles ? attention_mma_tile_rows(spec.dtype == runtime::KvCacheDtype::kBF16)
+                                    : kAttentionTileRows;
   for (size_t q = 0; q < ns; ++q) {
     const int32_t begin = step.query_start[q], end = step.query_start[q + 1];
     for (int32_t i = begin; i < end; ++i) token_seq[i] = static_cast<int32_t>(q);
-    for (int32_t r = begin; r < end; r += s.tile_rows) {
-      tiles[num_tiles++] = {static_cast<int32_t>(q), r, std::min(s.tile_rows, end - r), 0};
+    for (int32_t r = begin; r < end; r += tile_rows) {
+      tiles[num_tiles++] = {static_cast<int32_t>(q), r, std::min(tile_rows, end - r), 0};
     }
   }
   ctx.num_tiles = num_tiles;

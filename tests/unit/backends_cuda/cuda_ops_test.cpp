@@ -649,7 +649,7 @@ void check_attention(const AttnCase& c, const std::vector<int32_t>& context = {5
                            static_cast<int64_t>(dtiles.size() / 4), tokens, gs, kv, out2.get(), nullptr);
     EXPECT_LE(rel_error(out2.download(), want), 2e-6) << "tiles kernel, " << what;
     if (attention_mma_supported(c.head_dim)) {
-      for (int rows : {kAttentionTileRows, kAttentionMmaTileRows}) {
+      for (int rows : {kAttentionTileRows, 64, attention_mma_tile_rows(bf16)}) {
         DeviceArray<int32_t> mtiles = make_tiles(rows);
         DeviceArray<float> out3(static_cast<size_t>(t * q_row));
         const auto* mt = reinterpret_cast<const AttentionTile*>(mtiles.get());
@@ -699,6 +699,10 @@ TEST(CudaAttention, LongPrefillChunksMatchCpu) {
   const AttnCase cases[] = {{4, 2, 64, 0, false}, {4, 4, 128, 0, false}, {6, 2, 96, 50, false}, {4, 1, 64, 0, true},
                             {2, 1, 32, 70, true}};
   for (const AttnCase& c : cases) check_attention(c, {150, 3, 0}, {100, 1, 170});
+  // Over a bf16 cache the tensor-core kernel takes tiles of 128 rows, two row fragments a warp.
+  EXPECT_EQ(attention_mma_tile_rows(true), 128);
+  EXPECT_EQ(attention_mma_tile_rows(false), 64);
+  for (const AttnCase& c : cases) check_attention(c, {150, 3, 0}, {100, 1, 170}, true);
 }
 
 // One decode token after 3000 cached positions: the rows kernel's chunks (1024 keys) and their
