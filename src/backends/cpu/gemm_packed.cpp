@@ -18,9 +18,12 @@ constexpr int64_t kChunk = 256;    // column positions of k a pass over the row 
 constexpr int64_t kBlockRows = 192;  // rows of a task at most: their chunk of x stays in L2
 constexpr int64_t kGroupPanels = 8;  // panels of a task at most
 
-// The same products without SIMD intrinsics: one row at a time, 32 sums in order over k.
-void panel_rows_portable(const float* x, int64_t ldx, int64_t rows, const float* wf, int64_t k, float* y,
-                         int64_t ldy, int cols, const float* bias, bool accumulate) {
+}  // namespace
+
+namespace detail {
+
+void float_panel_rows_portable(const float* x, int64_t ldx, int64_t rows, const float* wf, int64_t k, float* y,
+                               int64_t ldy, int cols, const float* bias, bool accumulate) {
   for (int64_t i = 0; i < rows; ++i) {
     float acc[ir::kPackedPanel] = {};
     for (int j = 0; j < cols && accumulate; ++j) acc[j] = y[i * ldy + j];
@@ -35,15 +38,18 @@ void panel_rows_portable(const float* x, int64_t ldx, int64_t rows, const float*
   }
 }
 
-}  // namespace
+FloatPanelRowsFn float_panel_rows_fn(Isa isa) {
+  return isa >= Isa::kAvx512 ? float_panel_rows_avx512
+         : isa >= Isa::kAvx2 ? float_panel_rows_avx2
+                             : float_panel_rows_portable;
+}
+
+}  // namespace detail
 
 void gemm_packed_f32(const float* x, int64_t m, int64_t k, const float* packed, int64_t n, const float* bias,
                      float* y, const ir::Epilogue& ep) {
   if (m == 0 || n == 0) return;
-  const Isa isa = isa_active();
-  const auto rows_fn = isa >= Isa::kAvx512 ? detail::float_panel_rows_avx512
-                       : isa >= Isa::kAvx2 ? detail::float_panel_rows_avx2
-                                           : panel_rows_portable;
+  const detail::FloatPanelRowsFn rows_fn = detail::float_panel_rows_fn(isa_active());
   // A task is a block of at most kBlockRows rows x a group of panels. Per k chunk, its rows'
   // activations (kBlockRows x kChunk, 192 KiB) stay in L2 while every panel of the group reads
   // them, and each panel's chunk (32 KiB) stays in L1 while every row tile reads it. Groups

@@ -24,6 +24,13 @@ void float_panel_rows_avx512(const float* x, int64_t ldx, int64_t rows, const fl
                              int64_t ldy, int cols, const float* bias, bool accumulate);  // matmul_panel_avx512.cpp
 void float_panel_rows_avx2(const float* x, int64_t ldx, int64_t rows, const float* wf, int64_t k, float* y,
                            int64_t ldy, int cols, const float* bias, bool accumulate);  // matmul_panel_avx2.cpp
+// The same sums without SIMD intrinsics, one row at a time (gemm_packed.cpp).
+void float_panel_rows_portable(const float* x, int64_t ldx, int64_t rows, const float* wf, int64_t k, float* y,
+                               int64_t ldy, int cols, const float* bias, bool accumulate);
+using FloatPanelRowsFn = void (*)(const float* x, int64_t ldx, int64_t rows, const float* wf, int64_t k, float* y,
+                                  int64_t ldy, int cols, const float* bias, bool accumulate);
+// The widest of the three that `isa` runs.
+FloatPanelRowsFn float_panel_rows_fn(Isa isa);
 
 // The AVX2 kernel of a panel format: the AVX-512 panel kernels hand decode-sized calls, which
 // are memory bound, to it.

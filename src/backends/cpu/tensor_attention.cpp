@@ -4,11 +4,14 @@
 //   v [..., T, Dv], mask (optional, f32, broadcast to [..., S, T], added to the scores):
 //   y [..., S, Dv] = softmax(scale * q kt + mask, over T) v
 // The leading dimensions broadcast as MatMul's do. Each (batch, head) matrix of scores exists only
-// while its rows are normalised and multiplied by v; the two products run on the f32 matmul
-// kernel of the LLM path. f32 only.
+// while its rows are normalised and multiplied by v; the two products run on the f32 panel
+// kernel of the packed GEMM (gemm_packed.h), kt and v packed into panels per matrix. f32 only.
+#include <algorithm>
+
 #include "backends/cpu/cpu_isa.h"
-#include "backends/cpu/matmul.h"
+#include "backends/cpu/matmul_kernels.h"
 #include "backends/cpu/tensor_kernel.h"
+#include "ir/packed_weight.h"
 
 namespace kiln::cpu {
 namespace {
@@ -16,6 +19,19 @@ namespace {
 using ir::DType;
 using ir::Shape;
 using ir::Tensor;
+
+// The packed-panel layout (ir/packed_weight.h) of w [k, n], row-major: panel c row r holds
+// w[r, 32c .. 32c + 31], the columns past n zero.
+void pack_panels(const float* w, int64_t k, int64_t n, float* dst) {
+  for (int64_t c = 0; c < ir::packed_panels(n); ++c) {
+    const int64_t c0 = c * ir::kPackedPanel, cols = std::min<int64_t>(ir::kPackedPanel, n - c0);
+    for (int64_t r = 0; r < k; ++r) {
+      float* d = dst + (c * k + r) * ir::kPackedPanel;
+      std::copy(w + r * n + c0, w + r * n + c0 + cols, d);
+      std::fill(d + cols, d + ir::kPackedPanel, 0.0f);
+    }
+  }
+}
 
 Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
   const Tensor &q = *in[0], &kt = *in[1], &v = *in[2];
@@ -70,24 +86,26 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
     out[0] = std::move(y);
     return Status::ok();
   }
-  const MatmulKernel* kernel = matmul_kernels(ir::WeightFormat::kF32, isa_active()).front();
+  const detail::FloatPanelRowsFn rows_fn = detail::float_panel_rows_fn(isa_active());
   const float* qp = q.data<float>();
   const float* kp = kt.data<float>();
   const float* vp = v.data<float>();
   float* yp = y.mutable_data<float>();
+  const int64_t t_panels = ir::packed_panels(T), v_panels = ir::packed_panels(Dv);
 #pragma omp parallel
   {
-    std::vector<float> k_rows(static_cast<size_t>(T * D)), v_rows(static_cast<size_t>(Dv * T)),
-        scores(static_cast<size_t>(S * T));
+    std::vector<float> k_panels(static_cast<size_t>(t_panels * D * ir::kPackedPanel)),
+        vt_panels(static_cast<size_t>(v_panels * T * ir::kPackedPanel)), scores(static_cast<size_t>(S * T));
 #pragma omp for schedule(static)
     for (int64_t p = 0; p < batches; ++p) {
-      transpose_f32(kp + ok[static_cast<size_t>(p)] * D * T, k_rows.data(), D, T);
-      transpose_f32(vp + ov[static_cast<size_t>(p)] * T * Dv, v_rows.data(), T, Dv);
-      if (D > 0) {
-        matmul(*kernel, qp + oq[static_cast<size_t>(p)] * S * D, S, D, reinterpret_cast<const std::byte*>(k_rows.data()),
-               T, nullptr, scores.data());
-      } else {
-        std::fill(scores.begin(), scores.end(), 0.0f);
+      // kt [D, T] and v [T, Dv] are the right-hand operands as they lie: their panels are runs
+      // of 32 columns of their rows.
+      pack_panels(kp + ok[static_cast<size_t>(p)] * D * T, D, T, k_panels.data());
+      pack_panels(vp + ov[static_cast<size_t>(p)] * T * Dv, T, Dv, vt_panels.data());
+      for (int64_t c = 0; c < t_panels; ++c) {
+        const int cols = static_cast<int>(std::min<int64_t>(ir::kPackedPanel, T - c * ir::kPackedPanel));
+        rows_fn(qp + oq[static_cast<size_t>(p)] * S * D, D, S, k_panels.data() + c * D * ir::kPackedPanel, D,
+                scores.data() + c * ir::kPackedPanel, T, cols, nullptr, false);
       }
       if (mask != nullptr) {
         const float* mp = mask->data<float>() + mask_row0(p);
@@ -107,10 +125,10 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
       }
       softmax_rows_f32(scores.data(), scores.data(), S, T);
       float* yo = yp + p * S * Dv;
-      if (T > 0) {
-        matmul(*kernel, scores.data(), S, T, reinterpret_cast<const std::byte*>(v_rows.data()), Dv, nullptr, yo);
-      } else {
-        std::fill(yo, yo + S * Dv, 0.0f);  // no keys: the product over an empty axis
+      for (int64_t c = 0; c < v_panels; ++c) {
+        const int cols = static_cast<int>(std::min<int64_t>(ir::kPackedPanel, Dv - c * ir::kPackedPanel));
+        rows_fn(scores.data(), T, S, vt_panels.data() + c * T * ir::kPackedPanel, T, yo + c * ir::kPackedPanel, Dv,
+                cols, nullptr, false);
       }
     }
   }

@@ -7,7 +7,9 @@
 //   MeanVarianceNormalization: (x - mean) / sqrt(var) over `axes` (default 0, 2, 3).
 #include <cmath>
 #include <utility>
+#include <vector>
 
+#include "backends/cpu/norm.h"
 #include "backends/cpu/tensor_kernel.h"
 
 namespace kiln::cpu {
@@ -103,20 +105,16 @@ Status layer_norm(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>
   if (bias != nullptr) bo = tensor_broadcast_offsets(bias->shape(), tail);
   const double eps = n.attr_float("epsilon", 1e-5);
   // f32 with per-element scale and bias over the normalised dims, and only y wanted (inference
-  // graphs): rows in parallel, statistics in double as below.
+  // graphs): the decoder's row kernel (norm.h: statistics in double, vector sums, the affine
+  // step in f32).
   const bool plain = x.dtype() == ir::DType::kF32 && scale->dtype() == ir::DType::kF32 && scale->numel() == len &&
                      (bias == nullptr || (bias->dtype() == ir::DType::kF32 && bias->numel() == len)) && out.size() == 1;
   if (plain) {
-    Tensor yf(ir::DType::kF32, x.shape());
-    const float *xd = x.data<float>(), *sd = scale->data<float>(), *bd = bias ? bias->data<float>() : nullptr;
-    float* yd = yf.mutable_data<float>();
-#pragma omp parallel for schedule(static) if (outer * len > 32768)
-    for (int64_t g = 0; g < outer; ++g) {
-      const float* p = xd + g * len;
-      const auto [mean, inv] = run_stats(p, len, eps);
-      float* q = yd + g * len;
-      for (int64_t j = 0; j < len; ++j) q[j] = static_cast<float>((p[j] - mean) * inv * sd[j] + (bd ? bd[j] : 0.0f));
-    }
+    Tensor yf = Tensor::uninitialized(ir::DType::kF32, x.shape());
+    std::vector<float> zeros;
+    if (bias == nullptr) zeros.assign(static_cast<size_t>(len), 0.0f);
+    cpu::layer_norm(x.data<float>(), outer, len, scale->data<float>(), bias ? bias->data<float>() : zeros.data(),
+                    static_cast<float>(eps), yf.mutable_data<float>());
     out[0] = std::move(yf);
     return Status::ok();
   }
