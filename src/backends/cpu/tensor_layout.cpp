@@ -313,7 +313,7 @@ Status gather(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& ou
   for (int64_t d = 0; d < axis; ++d) outer *= x.shape()[static_cast<size_t>(d)];
   for (size_t d = static_cast<size_t>(axis) + 1; d < x.shape().size(); ++d) inner *= x.shape()[d];
   const int64_t dim = x.shape()[static_cast<size_t>(axis)], k = idx.numel();
-  Tensor y(x.dtype(), shape);
+  Tensor y = Tensor::uninitialized(x.dtype(), shape);  // every (outer, index) row is copied in
   const size_t es = ir::dtype_size(x.dtype());
   for (int64_t j = 0; j < k; ++j) {
     KILN_ASSIGN_OR_RETURN(int64_t r, checked_index(n, ir::tensor_get_i64(idx, j), dim));
