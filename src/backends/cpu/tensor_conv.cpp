@@ -367,37 +367,69 @@ Status conv_transpose(const ir::Node& n, const TensorInputs& in, std::vector<Ten
 
 // A 2-D MaxPool or AveragePool in f32 without the index output: the general loop below with its
 // window walked by arithmetic, the same values in the same order (sums in double), the planes in
-// parallel.
+// parallel. MaxPool's outputs whose window columns all lie inside the input take each tap across
+// the whole run of such outputs at once (the same order of taps, so the same results, NaN
+// included).
 void pool_2d_f32(const float* x, float* y, int64_t NC, const Window& g, bool is_max, bool include_pad) {
   const int64_t ih = g.in[0], iw = g.in[1], oh = g.out[0], ow = g.out[1], kh = g.kernel[0], kw = g.kernel[1];
   const int64_t sh = g.strides[0], sw = g.strides[1], dh = g.dilations[0], dw = g.dilations[1];
   const int64_t ph = g.pad_begin[0], pw = g.pad_begin[1], peh = g.pad_end[0], pew = g.pad_end[1];
+  // Outputs ox in [ox_lo, ox_hi) read only columns inside the input.
+  const int64_t ox_lo = std::min<int64_t>((pw + sw - 1) / sw, ow);
+  const int64_t last = iw - 1 - (kw - 1) * dw + pw;  // the largest ox * sw whose window fits
+  const int64_t ox_hi = last < 0 ? ox_lo : std::clamp<int64_t>(last / sw + 1, ox_lo, ow);
 #pragma omp parallel for schedule(static) if (NC * oh * ow * kh * kw > 65536)
   for (int64_t nc = 0; nc < NC; ++nc) {
     const float* c = x + nc * ih * iw;
     float* yc = y + nc * oh * ow;
+    auto one = [&](int64_t oy, int64_t ox) {
+      double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+      int64_t count = 0, padded = 0;
+      for (int64_t ki = 0; ki < kh; ++ki) {
+        const int64_t r = oy * sh - ph + ki * dh;
+        const bool row_in = r >= 0 && r < ih, row_pad = r >= -ph && r < ih + peh;
+        for (int64_t kj = 0; kj < kw; ++kj) {
+          const int64_t col = ox * sw - pw + kj * dw;
+          if (row_pad && col >= -pw && col < iw + pew) ++padded;
+          if (!row_in || col < 0 || col >= iw) continue;
+          const double v = c[r * iw + col];
+          if (is_max) {
+            if (v > acc || count == 0) acc = v;
+          } else {
+            acc += v;
+          }
+          ++count;
+        }
+      }
+      yc[oy * ow + ox] = static_cast<float>(
+          is_max ? acc : acc / static_cast<double>(include_pad ? padded : std::max<int64_t>(count, 1)));
+    };
     for (int64_t oy = 0; oy < oh; ++oy) {
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
-        int64_t count = 0, padded = 0;
-        for (int64_t ki = 0; ki < kh; ++ki) {
-          const int64_t r = oy * sh - ph + ki * dh;
-          const bool row_in = r >= 0 && r < ih, row_pad = r >= -ph && r < ih + peh;
-          for (int64_t kj = 0; kj < kw; ++kj) {
-            const int64_t col = ox * sw - pw + kj * dw;
-            if (row_pad && col >= -pw && col < iw + pew) ++padded;
-            if (!row_in || col < 0 || col >= iw) continue;
-            const double v = c[r * iw + col];
-            if (is_max) {
-              if (v > acc || count == 0) acc = v;
-            } else {
-              acc += v;
-            }
-            ++count;
+      bool any_row = false;
+      for (int64_t ki = 0; ki < kh; ++ki) {
+        const int64_t r = oy * sh - ph + ki * dh;
+        any_row = any_row || (r >= 0 && r < ih);
+      }
+      if (!is_max || !any_row || ox_lo >= ox_hi) {
+        for (int64_t ox = 0; ox < ow; ++ox) one(oy, ox);
+        continue;
+      }
+      for (int64_t ox = 0; ox < ox_lo; ++ox) one(oy, ox);
+      for (int64_t ox = ox_hi; ox < ow; ++ox) one(oy, ox);
+      float* yr = yc + oy * ow;
+      bool first = true;
+      for (int64_t ki = 0; ki < kh; ++ki) {
+        const int64_t r = oy * sh - ph + ki * dh;
+        if (r < 0 || r >= ih) continue;
+        for (int64_t kj = 0; kj < kw; ++kj) {
+          const float* xr = c + r * iw + kj * dw - pw;
+          if (first) {
+            for (int64_t ox = ox_lo; ox < ox_hi; ++ox) yr[ox] = xr[ox * sw];
+            first = false;
+          } else {
+            for (int64_t ox = ox_lo; ox < ox_hi; ++ox) yr[ox] = xr[ox * sw] > yr[ox] ? xr[ox * sw] : yr[ox];
           }
         }
-        yc[oy * ow + ox] = static_cast<float>(
-            is_max ? acc : acc / static_cast<double>(include_pad ? padded : std::max<int64_t>(count, 1)));
       }
     }
   }
@@ -417,6 +449,7 @@ Status pool(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
     Tensor y(DType::kF32, shape);
     const float* xp = x.data<float>();
     float* yp = y.mutable_data<float>();
+#pragma omp parallel for schedule(static) if (NC * in_sp > 65536)
     for (int64_t nc = 0; nc < NC; ++nc) {
       const float* c = xp + nc * in_sp;
       double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
@@ -425,7 +458,9 @@ Status pool(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
         if (in_sp > 0) acc = c[0];
         for (int64_t i = 1; i < in_sp; ++i) acc = c[i] > acc ? c[i] : acc;
       } else {
-        for (int64_t i = 0; i < in_sp; ++i) acc += c[i];
+        // In vector lanes (the sum's order differs from the general loop's only in double).
+#pragma omp simd reduction(+ : acc)
+        for (int64_t i = 0; i < in_sp; ++i) acc += static_cast<double>(c[i]);
       }
       yp[nc] = static_cast<float>(is_max ? acc : acc / static_cast<double>(std::max<int64_t>(in_sp, 1)));
     }

@@ -252,6 +252,47 @@ TEST(ConvKernels, ResizeGatherSoftmaxAndBatchNormMatchTheirDoublePaths) {
   EXPECT_LE(worst(run(bn, {&bx, &scale, &shift, &mean, &var}), run(bn, {&bx64, &scale, &shift, &mean, &var})), 1e-6);
 }
 
+// The f32 2-D MaxPool (outputs whose window columns lie inside the input taken a tap at a time
+// across the row) gives the general loop's values bit for bit (that loop runs when the indices
+// are wanted too), with strides, dilations and padding on either side, and a NaN where one lies;
+// the f32 GlobalAveragePool agrees with the f64 path.
+TEST(ConvKernels, PoolFastPathsMatchTheGeneralLoop) {
+  struct Case {
+    ir::Shape x;
+    std::vector<int64_t> kernel, strides, pads, dilations;
+  };
+  const Case cases[] = {{{1, 3, 2, 96}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}},
+                        {{2, 2, 9, 13}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
+                        {{1, 2, 7, 11}, {2, 3}, {1, 3}, {0, 2, 1, 0}, {2, 2}},
+                        {{1, 1, 5, 4}, {3, 5}, {1, 1}, {0, 2, 0, 2}, {1, 1}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(ir::shape_to_string(c.x));
+    ir::Tensor x = random_tensor(c.x, 21);
+    x.mutable_data<float>()[5] = std::nanf("");
+    ir::Node pool;
+    pool.op = "MaxPool";
+    pool.name = "pool";
+    pool.attrs = {{"kernel_shape", c.kernel}, {"strides", c.strides}, {"pads", c.pads}, {"dilations", c.dilations}};
+    pool.outputs.resize(1);
+    const ir::Tensor fast = run(pool, {&x});
+    pool.outputs.resize(2);
+    std::vector<ir::Tensor> general;
+    ASSERT_TRUE(tensor_run_node(pool, {&x}, general).is_ok());
+    ASSERT_EQ(fast.shape(), general[0].shape());
+    for (int64_t i = 0; i < fast.numel(); ++i) {
+      const float a = fast.data<float>()[i], b = general[0].data<float>()[i];
+      EXPECT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << i << ": " << a << " against " << b;
+    }
+  }
+  const ir::Tensor x = random_tensor({2, 5, 3, 97}, 22);
+  ir::Node gap;
+  gap.op = "GlobalAveragePool";
+  gap.name = "gap";
+  gap.outputs.resize(1);
+  const ir::Tensor x64 = as_f64(x);
+  EXPECT_LE(worst(run(gap, {&x}), run(gap, {&x64})), 1e-7);
+}
+
 // MaxUnpool puts MaxPool's maxima back where MaxPool found them (zero elsewhere), at the start of
 // a larger output_shape, and refuses an index outside the unpooled shape or a smaller shape.
 TEST(ConvKernels, MaxUnpoolUndoesMaxPoolsSelection) {
