@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 
+#include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/tensor_graph_runner.h"
 #include "backends/cpu/tensor_kernel.h"
 #include "ir/ops.h"
@@ -103,6 +106,56 @@ TEST(TensorKernels, BatchedMatMulMatchesReference) {
       }
     }
   }
+}
+
+// kiln.Attention against softmax(scale q kt + mask) v in double: several 32-column panels of keys
+// and of v's columns with partial last ones, a mask broadcast over the heads, and the empty axes
+// (no keys: zeros; no dimensions: v's mean), on every ISA this CPU has.
+TEST(TensorKernels, AttentionMatchesReference) {
+  auto check = [](int64_t S, int64_t D, int64_t T, int64_t Dv) {
+    SCOPED_TRACE(std::to_string(S) + "x" + std::to_string(D) + " keys " + std::to_string(T) + " x " +
+                 std::to_string(Dv));
+    const ir::Tensor q = random_f32({2, 3, S, D}, 11), kt = random_f32({2, 3, D, T}, 12);
+    const ir::Tensor v = random_f32({2, 3, T, Dv}, 13), mask = random_f32({2, 1, S, T}, 14);
+    ir::Node n = node("kiln.Attention");
+    n.attrs["scale"] = 0.3;
+    std::vector<ir::Tensor> out;
+    ASSERT_TRUE(tensor_run_node(n, {&q, &kt, &v, &mask}, out).is_ok());
+    ASSERT_EQ(out[0].shape(), (ir::Shape{2, 3, S, Dv}));
+    double worst = 0.0;
+    for (int64_t p = 0; p < 6; ++p) {
+      for (int64_t i = 0; i < S; ++i) {
+        std::vector<double> w(static_cast<size_t>(T));
+        double mx = -INFINITY, sum = 0.0;
+        for (int64_t j = 0; j < T; ++j) {
+          double dot = 0.0;
+          for (int64_t d = 0; d < D; ++d) {
+            dot += double{q.data<float>()[(p * S + i) * D + d]} * kt.data<float>()[(p * D + d) * T + j];
+          }
+          w[static_cast<size_t>(j)] = 0.3 * dot + mask.data<float>()[(p / 3 * S + i) * T + j];
+          mx = std::max(mx, w[static_cast<size_t>(j)]);
+        }
+        for (double& x : w) sum += (x = std::exp(x - mx));
+        for (int64_t c = 0; c < Dv; ++c) {
+          double want = 0.0;
+          for (int64_t j = 0; j < T; ++j) {
+            want += w[static_cast<size_t>(j)] / sum * v.data<float>()[(p * T + j) * Dv + c];
+          }
+          worst = std::max(worst, std::fabs(out[0].data<float>()[(p * S + i) * Dv + c] - want));
+        }
+      }
+    }
+    EXPECT_LE(worst, 1e-5);
+  };
+  for (Isa isa : test_util::isas()) {
+    SCOPED_TRACE(std::string(isa_name(isa)));
+    ASSERT_TRUE(isa_override(isa).is_ok());
+    check(13, 7, 45, 37);
+    check(5, 64, 128, 64);
+    check(4, 3, 0, 5);
+    check(4, 0, 9, 33);
+  }
+  ASSERT_TRUE(isa_override(std::nullopt).is_ok());
 }
 
 TEST(TensorKernels, ConvWithPaddingAndStrideMatchesReference) {
