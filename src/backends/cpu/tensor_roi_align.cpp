@@ -6,9 +6,12 @@
 // shifts the region by half a pixel; output_half_pixel (opset 10's behaviour) does not, and
 // makes a region at least one pixel wide and tall. A sample more than a pixel outside the image
 // reads as 0; one inside that margin is clamped to the edge. As in the operator's reference,
-// mode max keeps the largest of the four weighted neighbours of each sample.
+// mode max keeps the largest of the four weighted neighbours of each sample. A region's samples
+// are listed before its channels read them, so a region whose grid would pass kMaxRegionSamples
+// (an adaptive grid over a huge region, say), or whose corners are not finite, is an error.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,14 @@ namespace kiln::cpu {
 namespace {
 
 using ir::Tensor;
+
+constexpr double kMaxRegionSamples = 1 << 22;  // 256 MiB of Bilinear
+
+std::string whole_number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
 
 // The four neighbours of a sample at (y, x) and their weights; all weights 0 outside the image.
 struct Bilinear {
@@ -78,6 +89,9 @@ Status roi_align(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
                                  " is outside x's batch of " + std::to_string(N));
     }
     const double* roi = rv.data() + r * 4;
+    if (!std::all_of(roi, roi + 4, [](double v) { return std::isfinite(v); })) {
+      return tensor_error(n, "region " + std::to_string(r) + " has a corner that is not a finite number");
+    }
     const double x1 = roi[0] * scale - offset, y1 = roi[1] * scale - offset;
     double rw = roi[2] * scale - offset - x1, rh = roi[3] * scale - offset - y1;
     if (!half_pixel) {
@@ -86,8 +100,15 @@ Status roi_align(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
     }
     const double bin_h = rh / static_cast<double>(oh), bin_w = rw / static_cast<double>(ow);
     // A reversed region (half_pixel keeps its negative size) takes no samples: its bins read 0.
-    const int64_t gh = ratio > 0 ? ratio : std::max<int64_t>(static_cast<int64_t>(std::ceil(bin_h)), 0);
-    const int64_t gw = ratio > 0 ? ratio : std::max<int64_t>(static_cast<int64_t>(std::ceil(bin_w)), 0);
+    const double grid_h = ratio > 0 ? static_cast<double>(ratio) : std::max(std::ceil(bin_h), 0.0);
+    const double grid_w = ratio > 0 ? static_cast<double>(ratio) : std::max(std::ceil(bin_w), 0.0);
+    if (grid_h * grid_w * static_cast<double>(oh * ow) > kMaxRegionSamples) {
+      return tensor_error(n, "region " + std::to_string(r) + " needs " + whole_number(grid_h) + " x " +
+                                 whole_number(grid_w) + " samples in each of its " + std::to_string(oh * ow) +
+                                 " bins, more than the " + whole_number(kMaxRegionSamples) +
+                                 " a region can take");
+    }
+    const auto gh = static_cast<int64_t>(grid_h), gw = static_cast<int64_t>(grid_w);
     const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
     // The samples of every bin, shared by the channels.
     std::vector<Bilinear> samples;

@@ -418,6 +418,25 @@ TEST(ConvKernels, RoiAlignAveragesAndMaximaOfBilinearSamples) {
   std::vector<ir::Tensor> out;
   const Status st = tensor_run_node(n, {&z, &one, &zero}, out);
   EXPECT_NE(st.message().find("outside x's batch"), std::string::npos) << st.message();
+  // A region far larger than the image with an adaptive grid would list billions of samples, and a
+  // corner that is not a number has no grid at all: both are errors naming the region.
+  zero.mutable_data<int64_t>()[0] = 0;
+  const float huge[] = {0, 0, 1e7f, 1e7f};
+  std::copy(std::begin(huge), std::end(huge), one.mutable_data<float>());
+  out.clear();
+  const Status big = tensor_run_node(n, {&z, &one, &zero}, out);
+  EXPECT_NE(big.message().find("region 0 needs 2500000 x 2500000 samples in each of its 16 bins"), std::string::npos)
+      << big.message();
+  one.mutable_data<float>()[2] = std::nanf("");
+  const Status nan = tensor_run_node(n, {&z, &one, &zero}, out);
+  EXPECT_NE(nan.message().find("region 0 has a corner that is not a finite number"), std::string::npos)
+      << nan.message();
+  // Within the bound, the same region with a fixed ratio runs: samples outside the image read 0.
+  one.mutable_data<float>()[2] = 1e7f;
+  n.attrs["sampling_ratio"] = int64_t{2};
+  const ir::Tensor far = run(n, {&z, &one, &zero});
+  ASSERT_EQ(far.shape(), (ir::Shape{1, 1, 4, 4}));
+  for (int64_t i = 0; i < far.numel(); ++i) EXPECT_EQ(far.data<float>()[i], 0.0f) << i;
 }
 
 }  // namespace kiln::cpu
