@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# BERT-base (bench/bert_base_onnx.py: 12 layers, random weights) at sequence 128, batch 1 and 8,
+# Kiln against ONNX Runtime (onnxruntime-node, bench/ort_time.mjs) on this machine's CPU with the
+# same thread counts. First both run batch 8 once and the largest difference of their outputs is
+# printed. Each round drops the model and the engine from the page cache, then times both in
+# turn; the summary gives the medians of the rounds' means and their ratio.
+# Needs python3-onnx and python3-numpy, and onnxruntime-node from tests/onnx/models/setup.sh.
+#   [KILN=build/ci/kiln] [ONNX_MODELS_DIR=build/ci/onnx_models] [ROUNDS=3] [THREADS="1 2"] bench/bert_cpu_vs_ort.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kiln=${KILN:-build/ci/kiln}
+export ONNX_MODELS_DIR=${ONNX_MODELS_DIR:-build/ci/onnx_models}
+rounds=${ROUNDS:-3}
+threads=${THREADS:-"1 2"}
+work=build/bench/bert
+mkdir -p "$work"
+[ -f "$work/bert_base.onnx" ] || /usr/bin/python3 bench/bert_base_onnx.py "$work/bert_base.onnx"
+/usr/bin/python3 - "$work" <<'PY'
+import sys, numpy as np
+rng = np.random.default_rng(0)
+ids = rng.integers(0, 30522, (8, 128)).astype(np.int64)
+for b in (1, 8):
+    np.save(f"{sys.argv[1]}/ids{b}.npy", ids[:b])
+    np.save(f"{sys.argv[1]}/mask{b}.npy", np.ones((b, 128), np.int64))
+PY
+"$kiln" build "$work/bert_base.onnx" -o "$work/bert_base.kiln" \
+  --profile input_ids:1x1,1x128,8x512 --profile attention_mask:1x1,1x128,8x512 2>&1 | tail -n 1
+lscpu | grep 'Model name'
+feeds() { echo "input_ids=$work/ids$1.npy attention_mask=$work/mask$1.npy"; }
+kiln_feeds() { echo "--input input_ids=$work/ids$1.npy --input attention_mask=$work/mask$1.npy"; }
+# The same outputs first: batch 8 through both.
+# shellcheck disable=SC2046  # NAME=FILE words
+"$kiln" eval "$work/bert_base.kiln" $(kiln_feeds 8) --outputs-dir "$work/out" >/dev/null
+# shellcheck disable=SC2046
+ORT_OUTPUTS_DIR="$work/ort" node bench/ort_time.mjs "$work/bert_base.onnx" 2 1 $(feeds 8) >/dev/null 2>&1
+/usr/bin/python3 -c "
+import sys, numpy as np
+k, o = np.load(sys.argv[1]), np.load(sys.argv[2])
+print(f'last_hidden_state {list(k.shape)}: largest difference {np.abs(k - o).max():.2e} (largest value {np.abs(o).max():.2f})')
+" "$work/out/last_hidden_state.npy" "$work/ort/last_hidden_state.npy"
+results=$(mktemp)
+for round in $(seq "$rounds"); do
+  dd if="$work/bert_base.onnx" iflag=nocache count=0 status=none
+  dd if="$work/bert_base.kiln" iflag=nocache count=0 status=none
+  for b in 1 8; do
+    repeat=$(( b == 1 ? 20 : 5 ))
+    for t in $threads; do
+      # shellcheck disable=SC2046
+      k=$("$kiln" eval "$work/bert_base.kiln" $(kiln_feeds "$b") \
+            --outputs-dir "$work/out" --repeat "$repeat" --threads "$t" 2>&1 | sed -n 's/.*mean \([0-9.]*\) ms.*/\1/p')
+      # shellcheck disable=SC2046
+      o=$(node bench/ort_time.mjs "$work/bert_base.onnx" "$t" "$repeat" $(feeds "$b") 2>/dev/null |
+            sed -n 's/.*mean \([0-9.]*\) ms.*/\1/p')
+      echo "round $round batch $b threads $t: kiln $k ms, onnxruntime $o ms"
+      echo "$b $t $k $o" >> "$results"
+    done
+  done
+done
+echo "medians of the rounds' means (batch, threads: kiln, onnxruntime, kiln / onnxruntime):"
+for b in 1 8; do
+  for t in $threads; do
+    km=$(awk -v b="$b" -v t="$t" '$1 == b && $2 == t { print $3 }' "$results" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+    om=$(awk -v b="$b" -v t="$t" '$1 == b && $2 == t { print $4 }' "$results" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+    awk -v b="$b" -v t="$t" -v k="$km" -v o="$om" 'BEGIN { printf "  batch %d, %d threads: %.1f ms, %.1f ms, %.2fx\n", b, t, k, o, k / o }'
+  done
+done
+rm -f "$results"
