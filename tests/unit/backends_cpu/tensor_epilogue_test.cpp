@@ -4,7 +4,9 @@
 // and signed zeros.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
@@ -74,6 +76,29 @@ TEST(TensorEpilogue, MatchesTheDefinitionOnEveryIsaThroughNanInfinityAndSignedZe
     }
   }
   ASSERT_TRUE(isa_override(std::nullopt).is_ok());
+}
+
+// Gelu's AVX-512 loop runs the AVX2 loop's operations 16 lanes at a time: the same bits.
+TEST(TensorEpilogue, GeluIsTheSameBitsOnAvx512AndAvx2) {
+  if (!isa_override(Isa::kAvx512).is_ok()) GTEST_SKIP() << "this CPU has no AVX-512";
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-12.0f, 12.0f);
+  std::vector<float> x(1003);
+  for (float& v : x) v = dist(rng);
+  x[0] = -0.0f;
+  x[1] = 1e-30f;
+  ir::Epilogue e;
+  e.activation = ir::Activation::kGelu;
+  e.scale = 0.75;
+  e.shift = -0.25;
+  std::vector<float> wide = x, narrow = x;
+  apply_epilogue_f32(e, wide.data(), static_cast<int64_t>(wide.size()));
+  ASSERT_TRUE(isa_override(Isa::kAvx2).is_ok());
+  apply_epilogue_f32(e, narrow.data(), static_cast<int64_t>(narrow.size()));
+  ASSERT_TRUE(isa_override(std::nullopt).is_ok());
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(wide[i]), std::bit_cast<uint32_t>(narrow[i])) << i << " x = " << x[i];
+  }
 }
 
 }  // namespace
