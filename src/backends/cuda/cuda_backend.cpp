@@ -136,6 +136,11 @@ struct StepContext {
 };
 
 namespace {
+// Whether a step of `rows` rows hands a 16-bit q/k/v product (qkv_in_16_bits) over in 16 bits.
+bool qkv_16_in_step(const StepContext& s, int64_t rows) {
+  return rows >= kGemvMaxRows && s.cache != nullptr && s.cache->spec().dtype == runtime::KvCacheDtype::kBF16;
+}
+
 // Layer `layer` of the step's cache, with the step's block tables.
 PagedKv paged_kv(const StepContext& s, int64_t layer) {
   return PagedKv{s.cache->k_data(layer), s.cache->v_data(layer), s.block_size, s.tables, s.table_stride,
@@ -307,6 +312,7 @@ Status CudaBackend::State::bind_nodes() {
   KILN_RETURN_IF_ERROR(swiglu_out.allocate(swiglu_floats * sizeof(float)));
   for (auto& [id, ptr] : moved) ptr = swiglu_out.ptr;
   KILN_ASSIGN_OR_RETURN(const auto handed, handed_in_16_bits(g, consumers, half_precision));
+  std::map<ir::ValueId, ActivationType> qkv_handed;  // q/k/v products written in 16 bits (qkv_in_16_bits)
   // The type in which a step of m rows hands activation `id` over.
   auto handed_type = [handed](ir::ValueId id) {
     const auto it = handed.find(id);
@@ -375,10 +381,20 @@ Status CudaBackend::State::bind_nodes() {
         node_ops.push_back("matmul " + std::to_string(n) + "x" + std::to_string(k) + "+silu_mul");
         continue;
       }
+      const bool qkv_16 = qkv_in_16_bits(g, index, consumers, *prefill);
+      if (qkv_16) qkv_handed[node.outputs[0]] = w.format == ir::WeightFormat::kBF16 ? ActivationType::kBF16
+                                                                                   : ActivationType::kF16;
       fn = [=](const StepContext& s) {
         const int64_t m = rows_of(x, s);
         const CudaMatmulKernel& kern = m < kGemvMaxRows ? *decode : *prefill;
         const float* bias = has_bias ? f_in(2) : nullptr;
+        if (qkv_16 && qkv_16_in_step(s, m)) {
+          return x_type(m) != ActivationType::kF32
+                     ? launch_matmul_16_in(*prefill, self->cublas, in[0], m, k, in[1], n, nullptr, out[0], true,
+                                           self->stream)
+                     : launch_gemm_16_out(*prefill, self->cublas, f_in(0), m, k, in[1], n, out[0], self->scratch.ptr,
+                                          self->stream);
+        }
         if (x_type(m) != ActivationType::kF32) {
           return launch_matmul_16_in(kern, self->cublas, in[0], m, k, in[1], n, bias, f_out(0), false, self->stream);
         }
@@ -469,12 +485,15 @@ Status CudaBackend::State::bind_nodes() {
       const size_t offset = dynamic ? 0 : add_constants(cpu::rope_inv_freq(params, shape.rotary_dim, 0));
       auto* q = rotated_q.at<float>(0);
       const int64_t layer = attn.attr_int("layer");
+      const auto qkv_it = qkv_handed.find(node.inputs[0]);
+      const ActivationType qkv_16 = qkv_it == qkv_handed.end() ? ActivationType::kF32 : qkv_it->second;
       fn = [=](const StepContext& s) {
         const float* inv = dynamic ? self->step_dev.at<float>(self->dynamic_ropes[static_cast<size_t>(table_index)].offset)
                                    : self->constant(offset);
         const PagedKv kv = paged_kv(s, layer);
-        launch_qkv_rope_store(f_in(0), s.num_tokens, shape, s.tokens, inv, dynamic ? s.tokens.token_seq : nullptr, q,
-                              nullptr, nullptr, kv, self->stream);
+        const ActivationType qkv_type = qkv_16_in_step(s, s.num_tokens) ? qkv_16 : ActivationType::kF32;
+        launch_qkv_rope_store(in[0], qkv_type, s.num_tokens, shape, s.tokens, inv,
+                              dynamic ? s.tokens.token_seq : nullptr, q, nullptr, nullptr, kv, self->stream);
         return Status::ok();
       };
       nodes.push_back(std::move(fn));

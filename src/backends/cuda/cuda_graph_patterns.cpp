@@ -118,6 +118,16 @@ bool gate_up_in_16_bits(const ir::Graph& g, const ir::Node& node, const CudaMatm
   return gemm_16_out_supports(prefill) && node.inputs.size() == 2 && (g.weight(node.inputs[1]).rows() / 2) % 4 == 0;
 }
 
+bool qkv_in_16_bits(const ir::Graph& g, size_t i, const std::map<ir::ValueId, int>& consumers,
+                    const CudaMatmulKernel& prefill) {
+  if (i + 1 >= g.nodes().size()) return false;
+  const ir::Node& mm = g.nodes()[i];
+  if (mm.op != "matmul" || mm.inputs.size() != 2 || g.nodes()[i + 1].inputs[0] != mm.outputs[0]) return false;
+  const auto it = consumers.find(mm.outputs[0]);
+  return it != consumers.end() && it->second == 1 && is_qkv_rope_attention(g, i + 1, consumers) &&
+         gemm_16_out_supports(prefill);
+}
+
 Expected<std::map<ir::ValueId, ActivationType>> handed_in_16_bits(const ir::Graph& g,
                                                                    const std::map<ir::ValueId, int>& consumers,
                                                                    bool half_precision) {

@@ -50,6 +50,14 @@ Expected<const CudaMatmulKernel*> bind_matmul_kernel(const ir::Node& node, const
 // that SwiGLU's four-column kernel takes.
 bool gate_up_in_16_bits(const ir::Graph& g, const ir::Node& node, const CudaMatmulKernel& prefill);
 
+// Whether node i is a matmul whose only reader is the next node, the split that
+// is_qkv_rope_attention fuses, and whose prefill kernel can write its product in the weights'
+// 16-bit type (gemm_16_out_supports; no bias). Steps of kGemvMaxRows rows or more over a bf16
+// KV cache then hand q/k/v over in 16 bits: the cache rounds k and v to bf16 and the tensor-core
+// attention rounds q to its operand type anyway.
+bool qkv_in_16_bits(const ir::Graph& g, size_t i, const std::map<ir::ValueId, int>& consumers,
+                    const CudaMatmulKernel& prefill);
+
 // The activations that their producer hands to its readers in 16 bits (cuda_activation_type.h),
 // with the type: the output of an RMSNorm (alone or after a residual add) that overlaps none of
 // the norm's inputs, of SwiGLU after a 16-bit gate/up product, or of attention in a

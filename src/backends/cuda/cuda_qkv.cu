@@ -4,6 +4,7 @@
 
 #include "backends/cuda/cuda_kv.cuh"
 #include "backends/cuda/cuda_launch.cuh"
+#include "backends/cuda/cuda_vec.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -17,8 +18,8 @@ constexpr int64_t kTargetBlocks = 4096;  // blocks of a launch: a few waves on a
 // the token are evaluated once per block. Thread p of a rotated head (q, k) writes the turned pair
 // (p, p + half) when p < half, else two passed-through dimensions (2 half + 2 (p - half) and the
 // next); thread p of a value head copies dimensions 2p and 2p + 1.
-template <typename T>
-__global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* __restrict__ qkv, QkvShape shape,
+template <typename In, typename T>
+__global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const In* __restrict__ qkv, QkvShape shape,
                                                                   StepTokens tokens, const float* inv_freq,
                                                                   const int32_t* token_seq, float* __restrict__ q,
                                                                   float* __restrict__ k, float* __restrict__ v,
@@ -53,7 +54,7 @@ __global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* _
   for (int g = blockIdx.y; g < groups; g += gridDim.y) {
     const int head = g * heads_per_group + static_cast<int>(threadIdx.x) / pairs;
     if (head >= total_heads) break;
-    const float* in = qkv + i * (q_row + 2 * kv_row) + static_cast<int64_t>(head) * d_head;
+    const In* in = qkv + i * (q_row + 2 * kv_row) + static_cast<int64_t>(head) * d_head;
     float* out = nullptr;
     T* slot = nullptr;
     bool rotate = true;
@@ -70,7 +71,7 @@ __global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* _
       rotate = false;
     }
     if (rotate && p < half) {
-      const float x1 = __ldg(in + p), x2 = __ldg(in + p + half);
+      const float x1 = load1(in + p), x2 = load1(in + p + half);
       // Separate roundings, as the CPU computes it (no fused multiply-add).
       const float y1 = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
       const float y2 = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* _
       }
     } else {
       const int d = rotate ? pass : 2 * p;
-      const float2 x = __ldg(reinterpret_cast<const float2*>(in + d));
+      const float2 x = load2(in + d);
       if (out != nullptr) *reinterpret_cast<float2*>(out + d) = x;
       if (slot != nullptr) {
         store1(slot + d, x.x);
@@ -96,9 +97,9 @@ __global__ void __launch_bounds__(kThreads) qkv_rope_store_kernel(const float* _
 
 }  // namespace
 
-void launch_qkv_rope_store(const float* qkv, int64_t t, const QkvShape& shape, StepTokens tokens,
-                           const float* inv_freq, const int32_t* token_seq, float* q, float* k, float* v,
-                           PagedKv cache, cudaStream_t stream) {
+void launch_qkv_rope_store(const void* qkv, ActivationType qkv_type, int64_t t, const QkvShape& shape,
+                           StepTokens tokens, const float* inv_freq, const int32_t* token_seq, float* q, float* k,
+                           float* v, PagedKv cache, cudaStream_t stream) {
   if (t <= 0) return;
   const int heads_per_group = kThreads / (shape.head_dim / 2);
   const int total_heads = shape.num_heads + 2 * shape.num_kv_heads;
@@ -107,12 +108,27 @@ void launch_qkv_rope_store(const float* qkv, int64_t t, const QkvShape& shape, S
   // enough blocks for a few waves, each taking several groups with one evaluation of cos and sin.
   const int64_t blocks_per_token = std::clamp<int64_t>(kTargetBlocks / t, 1, groups);
   const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>(blocks_per_token));
-  if (cache.bf16) {
-    launch(qkv_rope_store_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, qkv, shape, tokens, inv_freq, token_seq,
-           q, k, v, cache);
-  } else {
-    launch(qkv_rope_store_kernel<float>, grid, kThreads, 0, stream, qkv, shape, tokens, inv_freq, token_seq, q, k, v,
-           cache);
+  auto go = [&](auto input_element) {
+    using In = decltype(input_element);
+    const auto* in = static_cast<const In*>(qkv);
+    if (cache.bf16) {
+      launch(qkv_rope_store_kernel<In, __nv_bfloat16>, grid, kThreads, 0, stream, in, shape, tokens, inv_freq,
+             token_seq, q, k, v, cache);
+    } else {
+      launch(qkv_rope_store_kernel<In, float>, grid, kThreads, 0, stream, in, shape, tokens, inv_freq, token_seq, q,
+             k, v, cache);
+    }
+  };
+  switch (qkv_type) {
+    case ActivationType::kF32:
+      go(float{});
+      break;
+    case ActivationType::kF16:
+      go(__half{});
+      break;
+    case ActivationType::kBF16:
+      go(__nv_bfloat16{});
+      break;
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "backends/cuda/cuda_activation_type.h"
 #include "backends/cuda/cuda_attention.h"
 
 namespace kiln::cuda {
@@ -25,11 +26,12 @@ struct QkvShape {
 // Whether the kernel takes this shape (head_dim even and <= 256, rotary_dim even and <= head_dim).
 bool qkv_rope_store_supported(const QkvShape& shape);
 
-// qkv: [t, (num_heads + 2 * num_kv_heads) * head_dim] = [q | k | v] per token.
+// qkv: [t, (num_heads + 2 * num_kv_heads) * head_dim] = [q | k | v] per token, of qkv_type
+// (fp32, or the fp16 / bf16 a product wrote it in: widened as read, the rotation in fp32).
 // q: [t, num_heads * head_dim], k, v: [t, num_kv_heads * head_dim] (rotated q and k, plain v;
 // k and v may be null: then only the cache gets them, at each token's position). inv_freq as launch_rope takes it.
-void launch_qkv_rope_store(const float* qkv, int64_t t, const QkvShape& shape, StepTokens tokens,
-                           const float* inv_freq, const int32_t* token_seq, float* q, float* k, float* v,
-                           PagedKv cache, cudaStream_t stream);
+void launch_qkv_rope_store(const void* qkv, ActivationType qkv_type, int64_t t, const QkvShape& shape,
+                           StepTokens tokens, const float* inv_freq, const int32_t* token_seq, float* q, float* k,
+                           float* v, PagedKv cache, cudaStream_t stream);
 
 }  // namespace kiln::cuda

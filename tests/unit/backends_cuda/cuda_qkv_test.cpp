@@ -1,6 +1,7 @@
 // The fused split + rope + cache store against the CPU's rope and a host-side store: rotated
 // queries, and the cache slots of every token holding its rotated key and its value, for full
-// and partial rotary dimensions, GQA, and per-sequence (dynamic NTK) frequency tables.
+// and partial rotary dimensions, GQA, and per-sequence (dynamic NTK) frequency tables; q/k/v
+// handed over in fp16 or bf16 give what their widened values give.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -81,8 +82,8 @@ void check_qkv(const QkvCase& c, int64_t t = 37) {
   const QkvShape shape{c.heads, c.kv_heads, c.dim, c.rot};
   ASSERT_TRUE(qkv_rope_store_supported(shape));
   const PagedKv kv{dk_cache.get(), dv_cache.get(), block_size, dtables.get(), stride};
-  launch_qkv_rope_store(dqkv.get(), t, shape, {dseq.get(), dpos.get()}, dinv.get(), c.dynamic ? dseq.get() : nullptr,
-                        dq.get(), dk.get(), dv.get(), kv, nullptr);
+  launch_qkv_rope_store(dqkv.get(), ActivationType::kF32, t, shape, {dseq.get(), dpos.get()}, dinv.get(),
+                        c.dynamic ? dseq.get() : nullptr, dq.get(), dk.get(), dv.get(), kv, nullptr);
   const std::string what = "heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " dim " +
                            std::to_string(c.dim) + " rot " + std::to_string(c.rot) + (c.dynamic ? " dynamic" : "");
   EXPECT_LE(rel_error(dq.download(), want_q), 1e-6) << what;
@@ -93,16 +94,16 @@ void check_qkv(const QkvCase& c, int64_t t = 37) {
   // Without k and v outputs: the cache alone gets them.
   DeviceArray<float> dk_cache2(random_floats(layer, 42)), dv_cache2(random_floats(layer, 43)), dq2(q.size());
   const PagedKv kv2{dk_cache2.get(), dv_cache2.get(), block_size, dtables.get(), stride};
-  launch_qkv_rope_store(dqkv.get(), t, shape, {dseq.get(), dpos.get()}, dinv.get(), c.dynamic ? dseq.get() : nullptr,
-                        dq2.get(), nullptr, nullptr, kv2, nullptr);
+  launch_qkv_rope_store(dqkv.get(), ActivationType::kF32, t, shape, {dseq.get(), dpos.get()}, dinv.get(),
+                        c.dynamic ? dseq.get() : nullptr, dq2.get(), nullptr, nullptr, kv2, nullptr);
   EXPECT_LE(rel_error(dq2.download(), want_q), 1e-6) << what;
   EXPECT_LE(rel_error(dk_cache2.download(), cache_k), 1e-6) << "cache keys without outputs, " << what;
   EXPECT_EQ(dv_cache2.download(), cache_v) << "cache values without outputs, " << what;
   // A bf16 cache gets the same keys and values, rounded to nearest even.
   DeviceArray<uint16_t> dk16(layer), dv16(layer);
   const PagedKv kv16{dk16.get(), dv16.get(), block_size, dtables.get(), stride, true};
-  launch_qkv_rope_store(dqkv.get(), t, shape, {dseq.get(), dpos.get()}, dinv.get(), c.dynamic ? dseq.get() : nullptr,
-                        dq2.get(), nullptr, nullptr, kv16, nullptr);
+  launch_qkv_rope_store(dqkv.get(), ActivationType::kF32, t, shape, {dseq.get(), dpos.get()}, dinv.get(),
+                        c.dynamic ? dseq.get() : nullptr, dq2.get(), nullptr, nullptr, kv16, nullptr);
   const std::vector<float> got_k = dk_cache2.download(), got_v = dv_cache2.download();
   const std::vector<uint16_t> got_k16 = dk16.download(), got_v16 = dv16.download();
   int64_t mismatches = 0;
@@ -118,6 +119,35 @@ void check_qkv(const QkvCase& c, int64_t t = 37) {
     }
   }
   EXPECT_EQ(mismatches, 0) << "bf16 cache, " << what;
+  // q/k/v handed over in fp16 or bf16: the same outputs as fp32 inputs of the same values.
+  for (const ActivationType type : {ActivationType::kF16, ActivationType::kBF16}) {
+    const bool bf = type == ActivationType::kBF16;
+    std::vector<uint16_t> qkv16(qkv.size());
+    std::vector<float> widened(qkv.size());
+    for (size_t e = 0; e < qkv.size(); ++e) {
+      qkv16[e] = bf ? float_to_bf16(qkv[e]) : float_to_fp16(qkv[e]);
+      widened[e] = bf ? bf16_to_float(qkv16[e]) : fp16_to_float(qkv16[e]);
+    }
+    DeviceArray<uint16_t> dqkv16(qkv16);
+    DeviceArray<float> dwide(widened), dq_a(q.size()), dq_b(q.size()), dk_a(k.size()), dk_b(k.size()),
+        dv_a(v.size()), dv_b(v.size());
+    DeviceArray<float> ck_a(random_floats(layer, 42)), cv_a(random_floats(layer, 43));
+    DeviceArray<float> ck_b(random_floats(layer, 42)), cv_b(random_floats(layer, 43));
+    const PagedKv kv_a{ck_a.get(), cv_a.get(), block_size, dtables.get(), stride};
+    const PagedKv kv_b{ck_b.get(), cv_b.get(), block_size, dtables.get(), stride};
+    launch_qkv_rope_store(dqkv16.get(), type, t, shape, {dseq.get(), dpos.get()}, dinv.get(),
+                          c.dynamic ? dseq.get() : nullptr, dq_a.get(), dk_a.get(), dv_a.get(), kv_a, nullptr);
+    launch_qkv_rope_store(dwide.get(), ActivationType::kF32, t, shape, {dseq.get(), dpos.get()}, dinv.get(),
+                          c.dynamic ? dseq.get() : nullptr, dq_b.get(), dk_b.get(), dv_b.get(), kv_b, nullptr);
+    const std::string in = bf ? "bf16 input, " : "fp16 input, ";
+    EXPECT_EQ(dq_a.download(), dq_b.download()) << in << what;
+    EXPECT_EQ(dk_a.download(), dk_b.download()) << in << what;
+    EXPECT_EQ(dv_a.download(), dv_b.download()) << in << what;
+    EXPECT_EQ(ck_a.download(), ck_b.download()) << in << "cache keys, " << what;
+    EXPECT_EQ(cv_a.download(), cv_b.download()) << in << "cache values, " << what;
+    // The widened values are the fp32 ones within the input's rounding.
+    EXPECT_LE(rel_error(dq_a.download(), want_q), bf ? 1e-2 : 1e-3) << in << what;
+  }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess) << what;
 }
 
