@@ -5,11 +5,11 @@
 # printed. Each round drops the model and the engine from the page cache, then times both in
 # turn; the summary gives the medians of the rounds' means and their ratio.
 # Needs python3-onnx and python3-numpy, and onnxruntime-node from tests/onnx/models/setup.sh.
-#   [KILN=build/ci/kiln] [ONNX_MODELS_DIR=build/ci/onnx_models] [ROUNDS=3] [THREADS="1 2"] bench/bert_cpu_vs_ort.sh
+#   [KILN=build/ci/kiln] [KILN_ONNX_MODELS_DIR=build/ci/onnx_models] [ROUNDS=3] [THREADS="1 2"] bench/bert_cpu_vs_ort.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kiln=${KILN:-build/ci/kiln}
-export ONNX_MODELS_DIR=${ONNX_MODELS_DIR:-build/ci/onnx_models}
+export KILN_ONNX_MODELS_DIR=${KILN_ONNX_MODELS_DIR:-build/ci/onnx_models}
 rounds=${ROUNDS:-3}
 threads=${THREADS:-"1 2"}
 work=build/bench/bert
@@ -57,10 +57,15 @@ for round in $(seq "$rounds"); do
   done
 done
 echo "medians of the rounds' means (batch, threads: kiln, onnxruntime, kiln / onnxruntime):"
+# The median over the rounds of column $3 of the results for batch $1 and $2 threads.
+median() {
+  awk -v b="$1" -v t="$2" -v c="$3" '$1 == b && $2 == t { print $c }' "$results" | sort -g |
+    awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+}
 for b in 1 8; do
   for t in $threads; do
-    km=$(awk -v b="$b" -v t="$t" '$1 == b && $2 == t { print $3 }' "$results" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-    om=$(awk -v b="$b" -v t="$t" '$1 == b && $2 == t { print $4 }' "$results" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+    km=$(median "$b" "$t" 3)
+    om=$(median "$b" "$t" 4)
     awk -v b="$b" -v t="$t" -v k="$km" -v o="$om" 'BEGIN { printf "  batch %d, %d threads: %.1f ms, %.1f ms, %.2fx\n", b, t, k, o, k / o }'
   done
 done

