@@ -296,7 +296,8 @@ CommandFn add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--top-p", args->top_p, "--offline: the requests' top_p")->capture_default_str();
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
-                  "KV cache element: auto (bf16 for a bf16 engine, else fp32), fp32, or bf16 (half the bytes)")
+                  "KV cache element: auto (bf16 for a bf16 engine, else fp32), fp32, bf16 (half the bytes) or fp8 (e4m3, a "
+                  "quarter)")
       ->capture_default_str();
   cmd->add_option("--kv-cache-gib", args->kv_cache_gib,
                   "KV pool in GiB (--offline; default: the serving engine's, at most 1 GiB)");

@@ -1,5 +1,5 @@
-// kiln eval ENGINE --ids 1,2,3 [--logits-out F.npy] [--generate N] [--chunk N]
-// kiln eval ENGINE --text FILE [--window N]     perplexity (windowing: see llm/perplexity.h)
+// kiln eval ENGINE --ids 1,2,3 [--logits-out F.npy] [--generate N] [--chunk N] [--kv-cache-dtype fp32]
+// kiln eval ENGINE --text FILE [--window N] [--kv-cache-dtype fp32]   perplexity (windowing: see llm/perplexity.h)
 // kiln eval ENGINE --input NAME=FILE.npy ... --outputs-dir DIR [--repeat N]   general graphs (cmd_eval_tensors.cpp)
 #include <algorithm>
 #include <cstdio>
@@ -14,16 +14,16 @@ namespace kiln::cli {
 namespace {
 
 struct EvalArgs {
-  std::string engine, ids, logits_out, text, outputs_dir;
+  std::string engine, ids, logits_out, text, outputs_dir, kv_cache_dtype = "fp32";
   std::vector<std::string> inputs;
   int64_t generate = 0, chunk = 0, window = 0;
   int threads = 0, repeat = 0;
 };
 
-int run_perplexity(const EvalArgs& a) {
+int run_perplexity(const EvalArgs& a, std::optional<runtime::KvCacheDtype> kv_dtype) {
   auto text = read_text_file(a.text);
   if (!text) return fail(text.status());
-  auto session = open_session(a.engine, a.threads, INT64_MAX);
+  auto session = open_session(a.engine, a.threads, INT64_MAX, kv_dtype);
   if (!session) return fail(session.status());
   auto tokenizer = llm::tokenizer_from_files(session->model->files());
   if (!tokenizer) return fail(tokenizer.status());
@@ -45,11 +45,13 @@ int run_perplexity(const EvalArgs& a) {
 
 int run_eval(const EvalArgs& a) {
   if (!a.inputs.empty() || !a.outputs_dir.empty()) return run_eval_tensors(a.engine, a.inputs, a.outputs_dir, a.threads, a.repeat);
-  if (!a.text.empty()) return run_perplexity(a);
+  auto kv_dtype = runtime::parse_kv_cache_dtype_choice(a.kv_cache_dtype);
+  if (!kv_dtype) return fail(kv_dtype.status().with_context("--kv-cache-dtype"));
+  if (!a.text.empty()) return run_perplexity(a, *kv_dtype);
   if (a.ids.empty()) return fail(invalid_argument("give --ids or --text"));
   auto ids = parse_id_list(a.ids);
   if (!ids) return fail(ids.status());
-  auto session = open_session(a.engine, a.threads, static_cast<int64_t>(ids->size()) + a.generate);
+  auto session = open_session(a.engine, a.threads, static_cast<int64_t>(ids->size()) + a.generate, *kv_dtype);
   if (!session) return fail(session.status());
   const int64_t vocab = session->model->facts().vocab_size;
   runtime::SequenceRunner runner(*session->executor, *session->cache, vocab);
@@ -86,6 +88,9 @@ CommandFn add_eval_command(CLI::App& app) {
   cmd->add_option("--generate", args->generate, "also print N greedily generated token ids");
   cmd->add_option("--chunk", args->chunk, "prefill in steps of at most N tokens");
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
+                  "KV cache element: fp32 (exact), bf16, fp8 (e4m3), or auto (the engine's own, as kiln serve)")
+      ->capture_default_str();
   cmd->add_option("--input", args->inputs, "general engines: NAME=FILE.npy, one per graph input");
   cmd->add_option("--outputs-dir", args->outputs_dir, "general engines: write each output as DIR/NAME.npy");
   cmd->add_option("--repeat", args->repeat, "general engines: run N more times and print the latency");

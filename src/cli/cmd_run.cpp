@@ -166,7 +166,8 @@ CommandFn add_run_command(CLI::App& app) {
   cmd->add_flag("--no-stats", args->no_stats, "do not print timing at the end");
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
-                  "KV cache element: auto (bf16 for a bf16 engine, else fp32), fp32, or bf16 (half the memory)")
+                  "KV cache element: auto (bf16 for a bf16 engine, else fp32), fp32, bf16 (half the memory) or fp8 (e4m3, a "
+                  "quarter)")
       ->capture_default_str();
   return [args] {
     if (!args->chat && args->prompt.empty()) return fail(invalid_argument("give a prompt with -p, or --chat"));

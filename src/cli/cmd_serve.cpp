@@ -290,8 +290,8 @@ CommandFn add_serve_command(CLI::App& app) {
                   "cuda engines: the share of the GPU's memory kiln may hold; the KV cache takes what the weights "
                   "and activations leave of it (e.g. 0.9)");
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
-                  "KV cache element: auto (bf16 for a bf16 engine, else fp32), fp32, or bf16 (half the memory and the "
-                  "bytes attention reads)")
+                  "KV cache element: auto (bf16 for a bf16 engine, else fp32), fp32, bf16 (half the memory and the "
+                  "bytes attention reads) or fp8 (e4m3, a quarter; rounds each element to 3 mantissa bits)")
       ->capture_default_str();
   cmd->add_option("--kv-cache-memory", args->kv_cache_memory, "KV cache size, e.g. 512MiB (default: enough for max-num-seqs full sequences, at most 1 GiB)");
   cmd->add_option("--max-queue", args->max_queue, "waiting requests at most; more get 429")->capture_default_str();

@@ -2,18 +2,26 @@
 
 namespace kiln::runtime {
 
-std::string_view kv_cache_dtype_name(KvCacheDtype dtype) { return dtype == KvCacheDtype::kBF16 ? "bf16" : "fp32"; }
+std::string_view kv_cache_dtype_name(KvCacheDtype dtype) {
+  switch (dtype) {
+    case KvCacheDtype::kBF16: return "bf16";
+    case KvCacheDtype::kFP8: return "fp8";
+    case KvCacheDtype::kF32: break;
+  }
+  return "fp32";
+}
 
 Expected<KvCacheDtype> parse_kv_cache_dtype(std::string_view name) {
   if (name == "fp32") return KvCacheDtype::kF32;
   if (name == "bf16") return KvCacheDtype::kBF16;
-  return invalid_argument("KV cache dtype '" + std::string(name) + "' is not one of fp32, bf16");
+  if (name == "fp8" || name == "fp8_e4m3") return KvCacheDtype::kFP8;
+  return invalid_argument("KV cache dtype '" + std::string(name) + "' is not one of fp32, bf16, fp8");
 }
 
 Expected<std::optional<KvCacheDtype>> parse_kv_cache_dtype_choice(std::string_view name) {
   if (name == "auto") return std::optional<KvCacheDtype>();
   const Expected<KvCacheDtype> dtype = parse_kv_cache_dtype(name);
-  if (!dtype) return invalid_argument("KV cache dtype '" + std::string(name) + "' is not one of auto, fp32, bf16");
+  if (!dtype) return invalid_argument("KV cache dtype '" + std::string(name) + "' is not one of auto, fp32, bf16, fp8");
   return std::optional<KvCacheDtype>(*dtype);
 }
 

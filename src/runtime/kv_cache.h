@@ -21,14 +21,16 @@
 
 namespace kiln::runtime {
 
-// What one cached key or value element is: fp32 (exact), or bf16 (rounded to nearest even when
-// stored; half the memory and half the bytes attention reads). Backends say which they run.
-enum class KvCacheDtype { kF32, kBF16 };
+// What one cached key or value element is: fp32 (exact); bf16 (rounded to nearest even when
+// stored; half the memory and half the bytes attention reads); or fp8, OCP e4m3 (base/half.h:
+// rounded to nearest even, saturating at +-448, with no scale; a quarter of fp32's bytes, at a
+// relative error of up to 1/16 an element). Backends say which they run.
+enum class KvCacheDtype { kF32, kBF16, kFP8 };
 
 std::string_view kv_cache_dtype_name(KvCacheDtype dtype);
-// "fp32" or "bf16".
+// "fp32", "bf16" or "fp8" (also "fp8_e4m3").
 Expected<KvCacheDtype> parse_kv_cache_dtype(std::string_view name);
-// A --kv-cache-dtype value: "fp32" or "bf16", or "auto" (nullopt): the element the model's own
+// A --kv-cache-dtype value: "fp32", "bf16" or "fp8", or "auto" (nullopt): the element the model's own
 // precision gives it (LoadedModel::native_kv_cache_dtype).
 Expected<std::optional<KvCacheDtype>> parse_kv_cache_dtype_choice(std::string_view name);
 
@@ -39,7 +41,7 @@ struct KvCacheSpec {
   int64_t block_size = 16;
   int64_t num_blocks = 0;
   KvCacheDtype dtype = KvCacheDtype::kF32;
-  size_t element_bytes() const { return dtype == KvCacheDtype::kBF16 ? 2 : 4; }
+  size_t element_bytes() const { return dtype == KvCacheDtype::kFP8 ? 1 : dtype == KvCacheDtype::kBF16 ? 2 : 4; }
   // Elements in one layer's K (or V) pool.
   size_t layer_elements() const { return static_cast<size_t>(num_blocks * block_size * num_kv_heads * head_dim); }
   size_t bytes() const { return 2 * static_cast<size_t>(num_layers) * layer_elements() * element_bytes(); }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/simd_exp.h"
@@ -35,7 +36,7 @@ struct HeadsTask {
 };
 
 // kv_row = num_kv_heads * head_dim elements between consecutive tokens of a block; T is the
-// cache's element: float, or uint16_t holding bf16.
+// cache's element: float, uint16_t holding bf16, or uint8_t holding e4m3.
 template <typename T>
 struct Geometry {
   const T* cache_k;
@@ -86,9 +87,10 @@ void prefetch_rows(const T* rows, int64_t count, int64_t kv_row, int64_t head_di
   }
 }
 
-// A cached element as a float: fp32 as it is, bf16 widened (exact).
+// A cached element as a float: fp32 as it is, bf16 and e4m3 widened (exact).
 inline float kv_float(float x) { return x; }
 inline float kv_float(uint16_t x) { return bf16_to_float(x); }
+inline float kv_float(uint8_t x) { return e4m3_to_float(x); }
 
 // The loops over a task's query heads, one head at a time: scores for `heads` heads whose
 // queries follow each other head_dim floats apart, into rows of s n floats apart; and their
@@ -150,13 +152,34 @@ struct ScalarOps : OneHeadAtATime<ScalarOps> {
 };
 
 // ---- AVX2 + FMA inner loops, chosen at run time. ----
-#define KILN_AVX2 __attribute__((target("avx2,fma")))
+#define KILN_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+// e4m3 bytes (in 16-bit lanes) as the fp16 values 2^-8 times theirs: the exponent and mantissa
+// bits move up by 7 (fp16's exponent bias is 8 more than e4m3's), the sign to bit 15. Exact for
+// subnormals too, which fp16's conversion to float widens without denormal inputs to the FPU.
+KILN_AVX2 inline __m128i e4m3_as_fp16(__m128i w) {
+  const __m128i magnitude = _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), 7);
+  return _mm_or_si128(magnitude, _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8));
+}
+KILN_AVX2 inline __m256i e4m3_as_fp16(__m256i w) {
+  const __m256i magnitude = _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), 7);
+  return _mm256_or_si256(magnitude, _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
+}
+// 480 = 0x7f's exponent and mantissa read as a number; e4m3 has no such value: it is the NaN code.
+constexpr float kE4m3NanAsValue = 480.0f;
 
 // Eight cached elements as floats.
 KILN_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 KILN_AVX2 inline __m256 load8(const uint16_t* p) {
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+KILN_AVX2 inline __m256 load8(const uint8_t* p) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m256 f = _mm256_mul_ps(_mm256_cvtph_ps(e4m3_as_fp16(_mm_cvtepu8_epi16(bytes))), _mm256_set1_ps(256.0f));
+  const __m256 magnitude = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), f);
+  const __m256 nan = _mm256_cmp_ps(magnitude, _mm256_set1_ps(kE4m3NanAsValue), _CMP_EQ_OQ);
+  return _mm256_blendv_ps(f, _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN()), nan);
 }
 
 KILN_AVX2 inline double hsum(__m256d v) {
@@ -285,13 +308,51 @@ struct Avx2Ops : OneHeadAtATime<Avx2Ops> {
 };
 
 // ---- AVX-512 inner loops for the head sizes fits() accepts; attention() sends others to Avx2Ops. ----
-#define KILN_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+#define KILN_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
 
 // Sixteen cached elements as floats.
 KILN_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
 KILN_AVX512 inline __m512 load16(const uint16_t* p) {
   const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+KILN_AVX512 inline __m512 load16(const uint8_t* p) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m512 f = _mm512_mul_ps(_mm512_cvtph_ps(e4m3_as_fp16(_mm256_cvtepu8_epi16(bytes))), _mm512_set1_ps(256.0f));
+  const __mmask16 nan = _mm512_cmp_ps_mask(_mm512_abs_ps(f), _mm512_set1_ps(kE4m3NanAsValue), _CMP_EQ_OQ);
+  return _mm512_mask_mov_ps(f, nan, _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN()));
+}
+
+// float_to_e4m3 (base/half.h) of 16 floats at once, the same steps in lanes.
+KILN_AVX512 inline __m128i e4m3_from16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
+  // Normal: 3 mantissa bits rounded to nearest even, the exponent rebiased, capped at 0x7e.
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(abs, 20), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_add_epi32(abs, _mm512_add_epi32(_mm512_set1_epi32(0x7ffff), odd));
+  const __m512i exp = _mm512_sub_epi32(_mm512_srli_epi32(r, 23), _mm512_set1_epi32(127 - 7));
+  const __m512i mant = _mm512_and_si512(_mm512_srli_epi32(r, 20), _mm512_set1_epi32(7));
+  __m512i code = _mm512_min_epu32(_mm512_or_si512(_mm512_slli_epi32(exp, 3), mant), _mm512_set1_epi32(0x7e));
+  // Below 2^-6: steps of 2^-9, counted by the float adder's rounding at 2^14.
+  const __m512 offset = _mm512_set1_ps(16384.0f);
+  const __m512i steps = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(abs), offset)),
+                                         _mm512_castps_si512(offset));
+  code = _mm512_mask_mov_epi32(code, _mm512_cmplt_epu32_mask(abs, _mm512_set1_epi32(0x3c800000)), steps);
+  code = _mm512_mask_mov_epi32(code, _mm512_cmpge_epu32_mask(abs, _mm512_set1_epi32(0x43e00000)),
+                               _mm512_set1_epi32(0x7e));
+  code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000)),
+                               _mm512_set1_epi32(0x7f));
+  return _mm512_cvtepi32_epi8(_mm512_or_si512(code, sign));
+}
+
+// out[0..n) = float_to_e4m3(x[0..n)).
+KILN_AVX512 void store_e4m3_avx512(const float* x, int64_t n, uint8_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), e4m3_from16(_mm512_loadu_ps(x + i)));
+  }
+  for (; i < n; ++i) out[i] = float_to_e4m3(x[i]);
 }
 
 struct Avx512Ops {
@@ -635,6 +696,9 @@ void kv_cache_store(const float* k, int64_t k_stride, const float* v, int64_t v_
   const size_t row_bytes = static_cast<size_t>(kv_row) * sizeof(float);
   auto* k16 = static_cast<uint16_t*>(cache.k);
   auto* v16 = static_cast<uint16_t*>(cache.v);
+  auto* k8 = static_cast<uint8_t*>(cache.k);
+  auto* v8 = static_cast<uint8_t*>(cache.v);
+  const bool avx512 = isa_active() >= Isa::kAvx512;
   const int32_t* qs = batch.query_start;
   const int64_t row_begin = qs[0];
   const int64_t rows = qs[batch.num_seqs] - row_begin;
@@ -647,14 +711,26 @@ void kv_cache_store(const float* k, int64_t k_stride, const float* v, int64_t v_
     const int64_t block = batch.block_tables[s][pos / cache.block_size];
     KILN_CHECK(block >= 0 && block < cache.num_blocks);
     const int64_t slot = block * cache.block_size + pos % cache.block_size;
-    if (cache.bf16) {
-      const float* ki = k + i * k_stride;
-      const float* vi = v + i * v_stride;
+    const float* ki = k + i * k_stride;
+    const float* vi = v + i * v_stride;
+    if (cache.element == KvElement::kBF16) {
       uint16_t* kd = k16 + slot * kv_row;
       uint16_t* vd = v16 + slot * kv_row;
       for (int64_t d = 0; d < kv_row; ++d) {
         kd[d] = float_to_bf16(ki[d]);
         vd[d] = float_to_bf16(vi[d]);
+      }
+    } else if (cache.element == KvElement::kE4M3) {
+      uint8_t* kd = k8 + slot * kv_row;
+      uint8_t* vd = v8 + slot * kv_row;
+      if (avx512) {
+        store_e4m3_avx512(ki, kv_row, kd);
+        store_e4m3_avx512(vi, kv_row, vd);
+      } else {
+        for (int64_t d = 0; d < kv_row; ++d) {
+          kd[d] = float_to_e4m3(ki[d]);
+          vd[d] = float_to_e4m3(vi[d]);
+        }
       }
     } else {
       std::memcpy(static_cast<float*>(cache.k) + slot * kv_row, k + i * k_stride, row_bytes);
@@ -669,10 +745,10 @@ void attention(const float* q, int64_t q_stride, const float* k, int64_t k_strid
   KILN_CHECK(shape.num_kv_heads > 0 && shape.num_heads % shape.num_kv_heads == 0);
   KILN_CHECK(shape.head_dim > 0 && cache.block_size > 0);
   kv_cache_store(k, k_stride, v, v_stride, batch, shape.num_kv_heads, shape.head_dim, cache);
-  if (cache.bf16) {
-    attend_cached<uint16_t>(q, q_stride, batch, shape, cache, out);
-  } else {
-    attend_cached<float>(q, q_stride, batch, shape, cache, out);
+  switch (cache.element) {
+    case KvElement::kBF16: return attend_cached<uint16_t>(q, q_stride, batch, shape, cache, out);
+    case KvElement::kE4M3: return attend_cached<uint8_t>(q, q_stride, batch, shape, cache, out);
+    case KvElement::kF32: return attend_cached<float>(q, q_stride, batch, shape, cache, out);
   }
 }
 

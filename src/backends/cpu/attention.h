@@ -6,7 +6,7 @@
 // and never reads outside the blocks a sequence's table lists.
 //
 // Cache layout of one layer, k and v alike: [num_blocks, block_size, num_kv_heads, head_dim]
-// fp32 or bf16, so one token's keys for all kv heads are one contiguous row.
+// fp32, bf16 or e4m3, so one token's keys for all kv heads are one contiguous row.
 #pragma once
 
 #include <cstdint>
@@ -14,15 +14,19 @@
 
 namespace kiln::cpu {
 
+// What a cache element is: a float; a bf16 value; or an OCP e4m3 byte (base/half.h). The 16- and
+// 8-bit elements are stored rounded to nearest even (e4m3 saturating at +-448) and widened exactly
+// when read; the arithmetic is fp32 for all three.
+enum class KvElement { kF32, kBF16, kE4M3 };
+
 // One layer's cache: k and v each point at num_blocks * block_size * num_kv_heads * head_dim
-// elements: floats, or with bf16 set, bf16 values (stored rounded to nearest even and widened
-// exactly when read; the arithmetic is fp32 either way).
+// elements of `element`.
 struct KvCacheLayer {
   void* k;
   void* v;
   int64_t num_blocks;
   int64_t block_size;
-  bool bf16 = false;
+  KvElement element = KvElement::kF32;
 };
 
 // A ragged batch. Sequence s owns query rows [query_start[s], query_start[s+1]) of this step

@@ -141,12 +141,10 @@ bool attention_rows_supported(int head_dim) { return head_dim > 0 && head_dim <=
 void launch_kv_cache_store(const float* k, const float* v, int64_t t, int64_t kv_row, StepTokens tokens, PagedKv cache,
                            cudaStream_t stream) {
   if (t <= 0) return;
-  if (cache.bf16) {
-    launch(kv_cache_store_kernel<__nv_bfloat16>, static_cast<unsigned>(t), kThreads, 0, stream, k, v, kv_row, tokens,
-           cache);
-  } else {
-    launch(kv_cache_store_kernel<float>, static_cast<unsigned>(t), kThreads, 0, stream, k, v, kv_row, tokens, cache);
-  }
+  with_kv_element(cache.element, [&](auto element) {
+    using T = decltype(element);
+    launch(kv_cache_store_kernel<T>, static_cast<unsigned>(t), kThreads, 0, stream, k, v, kv_row, tokens, cache);
+  });
 }
 
 void launch_attention_rows(const float* q, int64_t t, StepTokens tokens, const AttentionShape& shape, PagedKv cache,
@@ -154,17 +152,11 @@ void launch_attention_rows(const float* q, int64_t t, StepTokens tokens, const A
   if (t <= 0) return;
   const dim3 grid(static_cast<unsigned>(t), static_cast<unsigned>(shape.num_heads));
   const bool vec = shape.head_dim % 4 == 0;
-  if (cache.bf16) {
-    if (vec) {
-      launch(attention_rows_kernel<true, __nv_bfloat16>, grid, kThreads, 0, stream, q, tokens, shape, cache, out);
-    } else {
-      launch(attention_rows_kernel<false, __nv_bfloat16>, grid, kThreads, 0, stream, q, tokens, shape, cache, out);
-    }
-  } else if (vec) {
-    launch(attention_rows_kernel<true, float>, grid, kThreads, 0, stream, q, tokens, shape, cache, out);
-  } else {
-    launch(attention_rows_kernel<false, float>, grid, kThreads, 0, stream, q, tokens, shape, cache, out);
-  }
+  with_kv_element(cache.element, [&](auto element) {
+    using T = decltype(element);
+    launch(vec ? attention_rows_kernel<true, T> : attention_rows_kernel<false, T>, grid, kThreads, 0, stream, q,
+           tokens, shape, cache, out);
+  });
 }
 
 }  // namespace kiln::cuda

@@ -248,6 +248,18 @@ __device__ __forceinline__ void load16(const float* p, float (&v)[16]) {
     v[4 * c + 3] = f.w;
   }
 }
+__device__ __forceinline__ void load16(const __nv_fp8_e4m3* p, float (&v)[16]) {
+  const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float2 a = e4m3x2_to_float2(w[e]), b = e4m3x2_to_float2(w[e] >> 16);
+    v[4 * e] = a.x;
+    v[4 * e + 1] = a.y;
+    v[4 * e + 2] = b.x;
+    v[4 * e + 3] = b.y;
+  }
+}
 __device__ __forceinline__ void load16(const __nv_bfloat16* p, float (&v)[16]) {
 #pragma unroll
   for (int c = 0; c < 2; ++c) {
@@ -399,11 +411,7 @@ void launch_attention_split(const float* q, int64_t t, StepTokens tokens, const 
       }
     };
     auto with_cache = [&](auto out_element) {
-      if (cache.bf16) {
-        go(__nv_bfloat16{}, out_element);
-      } else {
-        go(float{}, out_element);
-      }
+      with_kv_element(cache.element, [&](auto cache_element) { go(cache_element, out_element); });
     };
     switch (out_type) {
       case ActivationType::kF32: with_cache(float{}); break;
@@ -413,13 +421,11 @@ void launch_attention_split(const float* q, int64_t t, StepTokens tokens, const 
     return;
   }
   float* out_f = static_cast<float*>(out);
-  if (cache.bf16) {
-    launch(wide ? attention_split_kernel<2, __nv_bfloat16> : attention_split_kernel<1, __nv_bfloat16>, grid, kThreads,
-           0, stream, q, tokens, shape, cache, out_f, records);
-  } else {
-    launch(wide ? attention_split_kernel<2, float> : attention_split_kernel<1, float>, grid, kThreads, 0, stream, q,
-           tokens, shape, cache, out_f, records);
-  }
+  with_kv_element(cache.element, [&](auto element) {
+    using T = decltype(element);
+    launch(wide ? attention_split_kernel<2, T> : attention_split_kernel<1, T>, grid, kThreads, 0, stream, q, tokens,
+           shape, cache, out_f, records);
+  });
   if (splits > 1) {
     launch(attention_combine_kernel<float>, heads, kThreads, 0, stream, partial, splits, shape, out_f);
   }

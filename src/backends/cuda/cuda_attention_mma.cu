@@ -11,9 +11,10 @@
 //   - a bf16 cache holds the operands as the products read them: cp.async copies each tile's rows
 //     straight into one of two operand buffers while the warps compute on the other (one barrier
 //     a tile; q and p rounded to bf16, relative error about 8e-3 against fp32);
-//   - a float cache: cp.async copies the next tile's rows into a staging buffer while the current
-//     tile is computed, and the block rounds them to fp16 into the operand tile (two barriers a
-//     tile; q, k, v, p rounded to fp16, relative error about 1e-3).
+//   - a float or e4m3 cache: cp.async copies the next tile's rows into a staging buffer while the
+//     current tile is computed, and the block converts them to fp16 into the operand tile (two
+//     barriers a tile; q, k, v, p rounded to fp16, relative error about 1e-3; e4m3 values are
+//     fp16 values, exact).
 // Causal masking, GQA, sliding window and ALiBi as in the other kernels; tiles that need neither
 // mask nor bias (most of a long prompt's) fold the scale into the exponent. Blocks start longest
 // tile first over all heads (the grid's x is the head, which varies fastest in launch order), so
@@ -42,7 +43,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 static_assert(kKeys % 16 == 0, "fragments of 16 keys");
 
-// A cache of 16-bit elements is read as the operands; a float cache through fp16 operand tiles.
+// A cache of 16-bit elements is read as the operands; a float or e4m3 cache through fp16 operand
+// tiles.
 template <typename T>
 constexpr bool kDirect = sizeof(T) == 2;
 // Row fragments of 16 a warp: two over a 16-bit cache, so that every K and V fragment a warp
@@ -451,28 +453,34 @@ Status allow_shared() {
   return Status::ok();
 }
 
+// allow_shared for cache elements T and every output type.
+template <typename T>
+Status allow_shared_outputs() {
+  KILN_RETURN_IF_ERROR((allow_shared<T, float>()));
+  KILN_RETURN_IF_ERROR((allow_shared<T, __half>()));
+  return allow_shared<T, __nv_bfloat16>();
+}
+
 }  // namespace
 
 Status attention_mma_init() {
-  KILN_RETURN_IF_ERROR((allow_shared<float, float>()));
-  KILN_RETURN_IF_ERROR((allow_shared<float, __half>()));
-  KILN_RETURN_IF_ERROR((allow_shared<float, __nv_bfloat16>()));
-  KILN_RETURN_IF_ERROR((allow_shared<__nv_bfloat16, float>()));
-  KILN_RETURN_IF_ERROR((allow_shared<__nv_bfloat16, __half>()));
-  KILN_RETURN_IF_ERROR((allow_shared<__nv_bfloat16, __nv_bfloat16>()));
-  return Status::ok();
+  KILN_RETURN_IF_ERROR(allow_shared_outputs<float>());
+  KILN_RETURN_IF_ERROR(allow_shared_outputs<__nv_bfloat16>());
+  return allow_shared_outputs<__nv_fp8_e4m3>();
 }
 
 bool attention_mma_supported(int head_dim) { return head_dim > 0 && head_dim % 32 == 0 && head_dim <= 128; }
 
-int attention_mma_tile_rows(bool bf16_cache) { return kWarps * 16 * fragments(bf16_cache ? 2 : 4); }
+int attention_mma_tile_rows(KvElement element) {
+  return kWarps * 16 * fragments(element == KvElement::kBF16 ? 2 : 4);
+}
 
 void launch_attention_mma(const float* q, const AttentionTile* tiles, int64_t num_tiles, StepTokens tokens,
                           const AttentionShape& shape, PagedKv cache, void* out, ActivationType out_type,
                           cudaStream_t stream) {
   if (num_tiles <= 0) return;
   const dim3 grid(static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(num_tiles));
-  const int element_bytes = cache.bf16 ? 2 : 4;
+  const int element_bytes = cache.element == KvElement::kBF16 ? 2 : cache.element == KvElement::kE4M3 ? 1 : 4;
   const size_t bytes = shared_bytes(shape.head_dim, element_bytes, fragments(element_bytes));
   const auto n = static_cast<int>(num_tiles);
   const int d = shape.head_dim;
@@ -490,11 +498,7 @@ void launch_attention_mma(const float* q, const AttentionTile* tiles, int64_t nu
         break;
     }
   };
-  if (cache.bf16) {
-    go(__nv_bfloat16{});
-  } else {
-    go(float{});
-  }
+  with_kv_element(cache.element, go);
 }
 
 }  // namespace kiln::cuda

@@ -178,10 +178,15 @@ Status attention_init() {
   const auto raise = [bytes](const void* kernel) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   };
-  KILN_CUDA_RETURN_IF_ERROR(raise(reinterpret_cast<const void*>(attention_tiles_kernel<1, float>)));
-  KILN_CUDA_RETURN_IF_ERROR(raise(reinterpret_cast<const void*>(attention_tiles_kernel<2, float>)));
-  KILN_CUDA_RETURN_IF_ERROR(raise(reinterpret_cast<const void*>(attention_tiles_kernel<1, __nv_bfloat16>)));
-  KILN_CUDA_RETURN_IF_ERROR(raise(reinterpret_cast<const void*>(attention_tiles_kernel<2, __nv_bfloat16>)));
+  cudaError_t err = cudaSuccess;
+  for (KvElement element : {KvElement::kF32, KvElement::kBF16, KvElement::kE4M3}) {
+    with_kv_element(element, [&](auto e) {
+      using T = decltype(e);
+      if (err == cudaSuccess) err = raise(reinterpret_cast<const void*>(attention_tiles_kernel<1, T>));
+      if (err == cudaSuccess) err = raise(reinterpret_cast<const void*>(attention_tiles_kernel<2, T>));
+    });
+  }
+  KILN_CUDA_RETURN_IF_ERROR(err);
   return attention_mma_init();
 }
 
@@ -193,19 +198,11 @@ void launch_attention_tiles(const float* q, const AttentionTile* tiles, int64_t 
   const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(shape.num_heads));
   const size_t smem = tile_smem_bytes(shape.head_dim);
   const bool wide = shape.head_dim > 128;
-  if (cache.bf16) {
-    if (wide) {
-      launch(attention_tiles_kernel<2, __nv_bfloat16>, grid, kThreads, smem, stream, q, tiles, tokens, shape, cache,
-             out);
-    } else {
-      launch(attention_tiles_kernel<1, __nv_bfloat16>, grid, kThreads, smem, stream, q, tiles, tokens, shape, cache,
-             out);
-    }
-  } else if (wide) {
-    launch(attention_tiles_kernel<2, float>, grid, kThreads, smem, stream, q, tiles, tokens, shape, cache, out);
-  } else {
-    launch(attention_tiles_kernel<1, float>, grid, kThreads, smem, stream, q, tiles, tokens, shape, cache, out);
-  }
+  with_kv_element(cache.element, [&](auto element) {
+    using T = decltype(element);
+    launch(wide ? attention_tiles_kernel<2, T> : attention_tiles_kernel<1, T>, grid, kThreads, smem, stream, q, tiles,
+           tokens, shape, cache, out);
+  });
 }
 
 }  // namespace kiln::cuda

@@ -47,7 +47,7 @@ class CudaBackend final : public runtime::Backend {
   Status check_target(const std::string& engine_target) const override;
   Status prepare(const runtime::LoadedModel& model, int64_t max_tokens) override;
   Expected<std::unique_ptr<runtime::DeviceBuffer>> allocate(size_t bytes) override;
-  bool supports_kv_cache_dtype(runtime::KvCacheDtype) const override { return true; }  // fp32 and bf16
+  bool supports_kv_cache_dtype(runtime::KvCacheDtype) const override { return true; }  // fp32, bf16 and fp8
   Expected<std::span<const float>> run_step(const runtime::StepView& step) override;
   // Callers have the GPU choose their tokens (default on; KILN_CUDA_SAMPLING=0 turns that off,
   // and they sample the logits on the host).

@@ -111,13 +111,11 @@ void launch_qkv_rope_store(const void* qkv, ActivationType qkv_type, int64_t t, 
   auto go = [&](auto input_element) {
     using In = decltype(input_element);
     const auto* in = static_cast<const In*>(qkv);
-    if (cache.bf16) {
-      launch(qkv_rope_store_kernel<In, __nv_bfloat16>, grid, kThreads, 0, stream, in, shape, tokens, inv_freq,
-             token_seq, q, k, v, cache);
-    } else {
-      launch(qkv_rope_store_kernel<In, float>, grid, kThreads, 0, stream, in, shape, tokens, inv_freq, token_seq, q,
-             k, v, cache);
-    }
+    with_kv_element(cache.element, [&](auto element) {
+      using T = decltype(element);
+      launch(qkv_rope_store_kernel<In, T>, grid, kThreads, 0, stream, in, shape, tokens, inv_freq, token_seq, q, k, v,
+             cache);
+    });
   };
   switch (qkv_type) {
     case ActivationType::kF32:

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -104,9 +105,9 @@ std::vector<double> dense_reference(const Shape& s, const Seq& seq, int64_t firs
 // reading a slot that was never written poisons the output.
 class PagedHarness {
  public:
-  // bf16: the cache holds bf16 elements instead of floats.
-  PagedHarness(const Shape& shape, std::vector<const Seq*> seqs, uint32_t seed, bool bf16 = false)
-      : shape_(shape), seqs_(std::move(seqs)), bf16_(bf16) {
+  // element: what the cache holds (floats unless told).
+  PagedHarness(const Shape& shape, std::vector<const Seq*> seqs, uint32_t seed, KvElement element = KvElement::kF32)
+      : shape_(shape), seqs_(std::move(seqs)), element_(element) {
     int64_t needed = 0;
     for (const Seq* s : seqs_) needed += (s->len + shape.block_size - 1) / shape.block_size;
     num_blocks_ = needed + 3;
@@ -125,10 +126,13 @@ class PagedHarness {
     }
     const auto cache_size =
         static_cast<size_t>(num_blocks_ * shape.block_size * shape.num_kv_heads * shape.head_dim);
-    cache_k_.assign(bf16 ? 0 : cache_size, kNan);
-    cache_v_.assign(bf16 ? 0 : cache_size, kNan);
+    const bool f32 = element == KvElement::kF32, bf16 = element == KvElement::kBF16, e4m3 = element == KvElement::kE4M3;
+    cache_k_.assign(f32 ? cache_size : 0, kNan);
+    cache_v_.assign(f32 ? cache_size : 0, kNan);
     cache_k16_.assign(bf16 ? cache_size : 0, float_to_bf16(kNan));
     cache_v16_.assign(bf16 ? cache_size : 0, float_to_bf16(kNan));
+    cache_k8_.assign(e4m3 ? cache_size : 0, float_to_e4m3(kNan));
+    cache_v8_.assign(e4m3 ? cache_size : 0, float_to_e4m3(kNan));
     slopes_ = shape.alibi ? alibi_slopes(shape.num_heads) : std::vector<float>();
   }
 
@@ -200,12 +204,29 @@ class PagedHarness {
     const int64_t block = tables_[static_cast<size_t>(s)][static_cast<size_t>(pos / shape_.block_size)];
     const auto i = static_cast<size_t>((block * shape_.block_size + pos % shape_.block_size) *
                                            shape_.num_kv_heads * shape_.head_dim + e);
-    return bf16_ ? bf16_to_float(cache_k16_[i]) : cache_k_[i];
+    switch (element_) {
+      case KvElement::kBF16: return bf16_to_float(cache_k16_[i]);
+      case KvElement::kE4M3: return e4m3_to_float(cache_k8_[i]);
+      case KvElement::kF32: break;
+    }
+    return cache_k_[i];
+  }
+  // The same element as its stored byte, for an e4m3 cache.
+  uint8_t cached_key_byte(int s, int64_t pos, int64_t e) const {
+    const int64_t block = tables_[static_cast<size_t>(s)][static_cast<size_t>(pos / shape_.block_size)];
+    return cache_k8_.at(static_cast<size_t>((block * shape_.block_size + pos % shape_.block_size) *
+                                                shape_.num_kv_heads * shape_.head_dim + e));
   }
 
  private:
   KvCacheLayer layer() {
-    if (bf16_) return KvCacheLayer{cache_k16_.data(), cache_v16_.data(), num_blocks_, shape_.block_size, true};
+    switch (element_) {
+      case KvElement::kBF16:
+        return KvCacheLayer{cache_k16_.data(), cache_v16_.data(), num_blocks_, shape_.block_size, element_};
+      case KvElement::kE4M3:
+        return KvCacheLayer{cache_k8_.data(), cache_v8_.data(), num_blocks_, shape_.block_size, element_};
+      case KvElement::kF32: break;
+    }
     return KvCacheLayer{cache_k_.data(), cache_v_.data(), num_blocks_, shape_.block_size};
   }
 
@@ -215,9 +236,10 @@ class PagedHarness {
   std::vector<std::vector<int32_t>> tables_;
   std::vector<std::vector<float>> outputs_;
   std::vector<int64_t> progress_;
-  bool bf16_ = false;
+  KvElement element_ = KvElement::kF32;
   std::vector<float> cache_k_, cache_v_, slopes_;
   std::vector<uint16_t> cache_k16_, cache_v16_;
+  std::vector<uint8_t> cache_k8_, cache_v8_;
 };
 
 // Runs fn once per kernel path this CPU has (scalar always, AVX2 and AVX-512 where supported).
@@ -431,61 +453,114 @@ std::vector<Isa> isas_here() {
   return isas;
 }
 
-TEST(Attention, Bf16CacheGivesTheBitsOfAnFp32CacheHoldingTheRoundedValues) {
-  // A bf16 cache stores each key and value rounded to nearest even and widens it exactly when
-  // read; the arithmetic is the fp32 path's. So with keys and values that are already bf16
+// A narrow cache element and the value it stores for x.
+struct NarrowElement {
+  KvElement element;
+  const char* name;
+  float (*round)(float);
+};
+const NarrowElement kNarrowElements[] = {
+    {KvElement::kBF16, "bf16", [](float x) { return bf16_to_float(float_to_bf16(x)); }},
+    {KvElement::kE4M3, "e4m3", [](float x) { return e4m3_to_float(float_to_e4m3(x)); }},
+};
+
+TEST(Attention, NarrowCacheGivesTheBitsOfAnFp32CacheHoldingTheRoundedValues) {
+  // A bf16 or e4m3 cache stores each key and value rounded to nearest even and widens it exactly
+  // when read; the arithmetic is the fp32 path's. So with keys and values that are already such
   // values, both caches give the same bits on the SIMD paths (head_dim 80: AVX-512 falls back).
-  for (Isa isa : isas_here()) {
-    SCOPED_TRACE(std::string("isa ") + std::string(isa_name(isa)));
-    ASSERT_TRUE(isa_override(isa).is_ok());
-    for (int64_t head_dim : {64, 80, 128}) {
-      Shape s;
-      s.num_heads = 6;
-      s.num_kv_heads = 2;
-      s.head_dim = head_dim;
-      s.block_size = 16;
-      SCOPED_TRACE(s.str());
-      Seq seq = make_seq(s, 41, static_cast<uint32_t>(head_dim));
-      for (auto* x : {&seq.k, &seq.v}) {
-        for (float& f : *x) f = bf16_to_float(float_to_bf16(f));
+  for (const NarrowElement& narrow : kNarrowElements) {
+    for (Isa isa : isas_here()) {
+      SCOPED_TRACE(std::string(narrow.name) + " isa " + std::string(isa_name(isa)));
+      ASSERT_TRUE(isa_override(isa).is_ok());
+      for (int64_t head_dim : {64, 80, 128}) {
+        Shape s;
+        s.num_heads = 6;
+        s.num_kv_heads = 2;
+        s.head_dim = head_dim;
+        s.block_size = 16;
+        SCOPED_TRACE(s.str());
+        Seq seq = make_seq(s, 41, static_cast<uint32_t>(head_dim));
+        for (auto* x : {&seq.k, &seq.v}) {
+          for (float& f : *x) f = narrow.round(f);
+        }
+        PagedHarness f32(s, {&seq}, 5), cached(s, {&seq}, 5, narrow.element);
+        for (PagedHarness* run : {&f32, &cached}) {
+          run->step({{0, 37}});
+          run->step({{0, 1}});
+          run->step({{0, 3}});
+        }
+        if (isa == Isa::kScalar) {
+          // The portable loops leave the order of their reductions to the compiler's vectoriser,
+          // which may differ between the element types: close, not bit-equal.
+          const std::vector<float>& want = f32.output(0);
+          expect_matches_reference(cached.output(0), std::vector<double>(want.begin(), want.end()), 0, 1e-5);
+        } else {
+          EXPECT_EQ(cached.output(0), f32.output(0));
+        }
       }
-      PagedHarness f32(s, {&seq}, 5), b16(s, {&seq}, 5, true);
-      for (PagedHarness* run : {&f32, &b16}) {
-        run->step({{0, 37}});
-        run->step({{0, 1}});
-        run->step({{0, 3}});
-      }
-      if (isa == Isa::kScalar) {
-        // The portable loops leave the order of their reductions to the compiler's vectoriser,
-        // which may differ between the two element types: close, not bit-equal.
-        const std::vector<float>& want = f32.output(0);
-        expect_matches_reference(b16.output(0), std::vector<double>(want.begin(), want.end()), 0, 1e-5);
-      } else {
-        EXPECT_EQ(b16.output(0), f32.output(0));
-      }
+      ASSERT_TRUE(isa_override(std::nullopt).is_ok());
     }
-    ASSERT_TRUE(isa_override(std::nullopt).is_ok());
   }
 }
 
-TEST(Attention, Bf16CacheStoresRoundedValuesAndStaysCloseToTheReference) {
+TEST(Attention, NarrowCacheStoresRoundedValuesAndStaysCloseToTheReference) {
   Shape s;
   s.num_heads = 4;
   s.num_kv_heads = 2;
   s.head_dim = 64;
   const Seq seq = make_seq(s, 33, 12);
-  PagedHarness run(s, {&seq}, 3, true);
-  run.step({{0, 32}});
-  run.step({{0, 1}});
   const int64_t kv_cols = s.num_kv_heads * s.head_dim;
-  for (int64_t pos : {int64_t{0}, int64_t{17}, int64_t{32}}) {
-    for (int64_t e : {int64_t{0}, int64_t{5}, kv_cols - 1}) {
-      const float want = seq.k[static_cast<size_t>(pos * kv_cols + e)];
-      EXPECT_EQ(run.cached_key(0, pos, e), bf16_to_float(float_to_bf16(want))) << pos << " " << e;
+  for (const NarrowElement& narrow : kNarrowElements) {
+    for (Isa isa : isas_here()) {
+      SCOPED_TRACE(std::string(narrow.name) + " isa " + std::string(isa_name(isa)));
+      ASSERT_TRUE(isa_override(isa).is_ok());
+      PagedHarness run(s, {&seq}, 3, narrow.element);
+      run.step({{0, 32}});
+      run.step({{0, 1}});
+      for (int64_t pos = 0; pos < seq.len; ++pos) {
+        for (int64_t e = 0; e < kv_cols; ++e) {
+          const float want = seq.k[static_cast<size_t>(pos * kv_cols + e)];
+          ASSERT_EQ(run.cached_key(0, pos, e), narrow.round(want)) << pos << " " << e;
+        }
+      }
+      // bf16 keeps 8 bits of mantissa, e4m3 4: the outputs move by about 2^-8 (2^-4) of their
+      // scale, not more.
+      expect_matches_reference(run.output(0), dense_reference(s, seq), 0,
+                               narrow.element == KvElement::kBF16 ? 2e-2 : 8e-2);
+      ASSERT_TRUE(isa_override(std::nullopt).is_ok());
     }
   }
-  // bf16 keeps 8 bits of mantissa: the outputs move by about 2^-8 of their scale, not more.
-  expect_matches_reference(run.output(0), dense_reference(s, seq), 0, 2e-2);
+}
+
+TEST(Attention, E4m3CacheStoresEveryValueAsTheScalarConversionDoes) {
+  // The stores convert 16 floats at a time on AVX-512: every byte must be float_to_e4m3's, at
+  // ties, at the subnormal boundary, past 448 (saturated), at infinities and NaN.
+  Shape s;
+  s.num_heads = 2;
+  s.num_kv_heads = 1;
+  s.head_dim = 64;
+  Seq seq = make_seq(s, 20, 4);
+  std::vector<float> special = {0.0f, -0.0f, 448.0f, -448.0f, 449.0f, 464.0f, 465.0f, 1e6f, -1e30f,
+                                std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                                kNan, 0x1p-6f, 0x1p-7f, 0x1p-9f, 0x1p-10f, 0x3p-11f, 0x1p-11f, 1e-30f,
+                                1.0625f, 1.1875f, -1.0625f, 0x1.fp-7f, 0x1.ep-7f, 0x1.1p-6f, 240.0f, 232.0f};
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<uint32_t> bits;
+  while (special.size() < seq.k.size()) special.push_back(std::bit_cast<float>(bits(rng)));
+  std::copy(special.begin(), special.end(), seq.k.begin());
+  for (Isa isa : isas_here()) {
+    SCOPED_TRACE(std::string("isa ") + std::string(isa_name(isa)));
+    ASSERT_TRUE(isa_override(isa).is_ok());
+    PagedHarness run(s, {&seq}, 1, KvElement::kE4M3);
+    run.store_only(0, seq.len);
+    for (int64_t pos = 0; pos < seq.len; ++pos) {
+      for (int64_t e = 0; e < s.head_dim; ++e) {
+        const float x = seq.k[static_cast<size_t>(pos * s.head_dim + e)];
+        ASSERT_EQ(run.cached_key_byte(0, pos, e), float_to_e4m3(x)) << x;
+      }
+    }
+    ASSERT_TRUE(isa_override(std::nullopt).is_ok());
+  }
 }
 
 TEST(AlibiSlopes, MatchTheBaichuanFormula) {

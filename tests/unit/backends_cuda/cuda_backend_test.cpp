@@ -242,6 +242,30 @@ TEST_P(CudaGoldenTest, Bf16KvCacheMatchesCpuBf16Cache) {
   }
 }
 
+// An fp8 (e4m3) KV cache on both: the same rounding of keys and values on both sides, so they
+// differ only where a key or value the two compute a rounding error apart lies at a rounding
+// boundary (rarer than for bf16, whose steps are 16 times finer, but each such element then moves
+// by up to 2^-4 of its value); greedy paths are equal.
+TEST_P(CudaGoldenTest, Fp8KvCacheMatchesCpuFp8Cache) {
+  KILN_REQUIRE_GPU();
+  const std::string name = GetParam();
+  const nlohmann::json g = load_golden(name);
+  const auto fp8 = runtime::KvCacheDtype::kFP8;
+  Engine gpu(name, ir::WeightFormat::kF32, true, false, fp8), cpu(name, ir::WeightFormat::kF32, false, false, fp8);
+  ASSERT_TRUE(gpu.ok() && cpu.ok());
+  for (size_t i = 0; i < g["prompts"].size(); ++i) {
+    const auto prompt = g["prompts"][i].get<std::vector<int32_t>>();
+    const std::vector<float> want = cpu.logits(prompt);
+    const double rel = max_diff(gpu.logits(prompt), want) / max_abs(want);
+    EXPECT_LE(rel, 2e-2) << name << " prompt " << i;
+    std::printf("[ %-26s fp8 KV ] GPU vs CPU, prompt %zu: %.1e of the largest logit\n", name.c_str(), i, rel);
+  }
+  for (const auto& entry : g["greedy"]) {
+    const auto p = entry["prompt"].get<std::vector<int32_t>>();
+    EXPECT_EQ(gpu.greedy(p, 12), cpu.greedy(p, 12)) << name << " fp8 cache greedy, " << p.size() << "-token prompt";
+  }
+}
+
 // Timed builds take the fastest kernels, which round activations to fp16 / bf16 for prefill,
 // a second rounding of the same size as the weights': within twice the bounds the CPU's golden
 // test allows for the weights' rounding alone (fp16 4e-3 and bf16 4e-2 of the largest logit),
@@ -289,6 +313,12 @@ TEST_P(CudaGoldenTest, TimedHalfPrecisionStaysWithinTolerance) {
     Engine b(name, tol.f, true, /*timed=*/true, runtime::KvCacheDtype::kBF16);
     ASSERT_TRUE(b.ok());
     check(b, tol.f, std::max(tol.max_rel, 8e-2), std::min(tol.top1, 0.85), "bf16");
+    if (tol.f != ir::WeightFormat::kF16) continue;
+    // An fp8 cache rounds keys and values to 3 mantissa bits: the fp8 weights' bounds, which
+    // catch a wrong kernel rather than a coarse one.
+    Engine e8(name, tol.f, true, /*timed=*/true, runtime::KvCacheDtype::kFP8);
+    ASSERT_TRUE(e8.ok());
+    check(e8, tol.f, 0.45, 0.6, "fp8");
   }
 }
 

@@ -528,52 +528,71 @@ struct AttnCase {
   bool alibi;
 };
 
+// What the caches of a test hold.
+enum class Cache { kF32, kBF16, kE4M3 };
+const char* cache_name(Cache c) { return c == Cache::kBF16 ? " bf16 cache" : c == Cache::kE4M3 ? " e4m3 cache" : ""; }
+
 // One layer's K and V pools of random earlier entries, on the host (for cpu::attention) and on the
-// device, holding floats or bf16 values (the same random floats, rounded).
+// device, holding floats, bf16 values or e4m3 bytes (the same random floats, rounded).
 class TwoCaches {
  public:
-  TwoCaches(size_t n, uint32_t seed, bool bf16) : bf16_(bf16) {
+  TwoCaches(size_t n, uint32_t seed, Cache cache) : cache_(cache) {
     for (int kv = 0; kv < 2; ++kv) {
       f_[kv] = random_floats(n, seed + static_cast<uint32_t>(kv));
-      h_[kv].resize(bf16 ? n : 0);
+      h_[kv].resize(cache == Cache::kBF16 ? n : 0);
       for (size_t i = 0; i < h_[kv].size(); ++i) h_[kv][i] = float_to_bf16(f_[kv][i]);
-      df_[kv] = std::make_unique<DeviceArray<float>>(bf16 ? std::vector<float>{} : f_[kv]);
+      b_[kv].resize(cache == Cache::kE4M3 ? n : 0);
+      for (size_t i = 0; i < b_[kv].size(); ++i) b_[kv][i] = float_to_e4m3(f_[kv][i]);
+      df_[kv] = std::make_unique<DeviceArray<float>>(cache == Cache::kF32 ? f_[kv] : std::vector<float>{});
       dh_[kv] = std::make_unique<DeviceArray<uint16_t>>(h_[kv]);
+      db_[kv] = std::make_unique<DeviceArray<uint8_t>>(b_[kv]);
     }
   }
   cpu::KvCacheLayer host(int num_blocks, int block_size) {
-    if (bf16_) return {h_[0].data(), h_[1].data(), num_blocks, block_size, true};
+    switch (cache_) {
+      case Cache::kBF16: return {h_[0].data(), h_[1].data(), num_blocks, block_size, cpu::KvElement::kBF16};
+      case Cache::kE4M3: return {b_[0].data(), b_[1].data(), num_blocks, block_size, cpu::KvElement::kE4M3};
+      case Cache::kF32: break;
+    }
     return {f_[0].data(), f_[1].data(), num_blocks, block_size};
   }
   PagedKv device(int block_size, const int32_t* tables, int stride) const {
-    if (bf16_) return {dh_[0]->get(), dh_[1]->get(), block_size, tables, stride, true};
+    switch (cache_) {
+      case Cache::kBF16: return {dh_[0]->get(), dh_[1]->get(), block_size, tables, stride, KvElement::kBF16};
+      case Cache::kE4M3: return {db_[0]->get(), db_[1]->get(), block_size, tables, stride, KvElement::kE4M3};
+      case Cache::kF32: break;
+    }
     return {df_[0]->get(), df_[1]->get(), block_size, tables, stride};
   }
   // After the same step was stored on both: the device pools equal the host's, bit for bit.
   void expect_device_equals_host() const {
     for (int kv = 0; kv < 2; ++kv) {
-      if (bf16_) {
-        EXPECT_EQ(dh_[kv]->download(), h_[kv]) << (kv == 0 ? "keys" : "values");
-      } else {
-        EXPECT_EQ(df_[kv]->download(), f_[kv]) << (kv == 0 ? "keys" : "values");
+      const char* what = kv == 0 ? "keys" : "values";
+      switch (cache_) {
+        case Cache::kBF16: EXPECT_EQ(dh_[kv]->download(), h_[kv]) << what; break;
+        case Cache::kE4M3: EXPECT_EQ(db_[kv]->download(), b_[kv]) << what; break;
+        case Cache::kF32: EXPECT_EQ(df_[kv]->download(), f_[kv]) << what; break;
       }
     }
   }
 
  private:
-  bool bf16_;
+  Cache cache_;
   std::vector<float> f_[2];
   std::vector<uint16_t> h_[2];
+  std::vector<uint8_t> b_[2];
   std::unique_ptr<DeviceArray<float>> df_[2];
   std::unique_ptr<DeviceArray<uint16_t>> dh_[2];
+  std::unique_ptr<DeviceArray<uint8_t>> db_[2];
 };
 
 // A ragged step of three sequences (a prefill chunk after 5 cached tokens, a decode token after
 // 37, a 40-token prompt) against cpu::attention, through the rows kernel and, where the head
 // size allows, the tiles kernel; and a decode step of three sequences.
-// With bf16, the caches hold bf16 values on both sides.
+// With a bf16 or e4m3 cache, the caches hold such values on both sides.
 void check_attention(const AttnCase& c, const std::vector<int32_t>& context = {5, 37, 0},
-                     const std::vector<int32_t>& news = {19, 1, 40}, bool bf16 = false) {
+                     const std::vector<int32_t>& news = {19, 1, 40}, Cache cache = Cache::kF32) {
+  const bool bf16 = cache == Cache::kBF16;
   const int block_size = 4;
   int num_blocks = 0;
   for (size_t s = 0; s < 3; ++s) num_blocks += (context[s] + news[s] + block_size - 1) / block_size;
@@ -605,7 +624,7 @@ void check_attention(const AttnCase& c, const std::vector<int32_t>& context = {5
   const auto k = random_floats(static_cast<size_t>(t * kv_row), 17);
   const auto v = random_floats(static_cast<size_t>(t * kv_row), 18);
   // Earlier tokens' keys and values already in the cache.
-  TwoCaches caches(layer_floats, 19, bf16);
+  TwoCaches caches(layer_floats, 19, cache);
   const std::vector<float> slopes = c.alibi ? cpu::alibi_slopes(c.num_heads) : std::vector<float>{};
 
   DeviceArray<float> dq(q), dk(k), dv(v), dslopes(slopes);
@@ -625,7 +644,7 @@ void check_attention(const AttnCase& c, const std::vector<int32_t>& context = {5
   launch_kv_cache_store(dk.get(), dv.get(), t, kv_row, tokens, kv, nullptr);
   const std::string what = "heads " + std::to_string(c.num_heads) + "/" + std::to_string(c.num_kv_heads) + " dim " +
                            std::to_string(c.head_dim) + " window " + std::to_string(c.window) +
-                           (c.alibi ? " alibi" : "") + (bf16 ? " bf16 cache" : "");
+                           (c.alibi ? " alibi" : "") + cache_name(cache);
   SCOPED_TRACE(what);
   caches.expect_device_equals_host();  // the step's keys and values, stored alike
   launch_attention_rows(dq.get(), t, tokens, gs, kv, out.get(), nullptr);
@@ -649,14 +668,15 @@ void check_attention(const AttnCase& c, const std::vector<int32_t>& context = {5
                            static_cast<int64_t>(dtiles.size() / 4), tokens, gs, kv, out2.get(), nullptr);
     EXPECT_LE(rel_error(out2.download(), want), 2e-6) << "tiles kernel, " << what;
     if (attention_mma_supported(c.head_dim)) {
-      for (int rows : {kAttentionTileRows, 64, attention_mma_tile_rows(bf16)}) {
+      for (int rows : {kAttentionTileRows, 64, attention_mma_tile_rows(kv.element)}) {
         DeviceArray<int32_t> mtiles = make_tiles(rows);
         DeviceArray<float> out3(static_cast<size_t>(t * q_row));
         const auto* mt = reinterpret_cast<const AttentionTile*>(mtiles.get());
         const auto num_mt = static_cast<int64_t>(mtiles.size() / 4);
         launch_attention_mma(dq.get(), mt, num_mt, tokens, gs, kv, out3.get(), ActivationType::kF32, nullptr);
         // fp32 cache: fp16 products, q, k, v and the softmax numerators each rounded (2^-11). bf16
-        // cache: bf16 products, k and v exact, q and the numerators rounded (2^-9).
+        // cache: bf16 products, k and v exact, q and the numerators rounded (2^-9). e4m3 cache:
+        // fp16 products, k and v exact (e4m3 values are fp16 values).
         const auto got = out3.download();
         EXPECT_LE(rel_error(got, want), bf16 ? 1e-2 : 4e-3) << "tensor-core kernel, tiles of " << rows << ", " << what;
         // The 16-bit outputs that a rounded o product reads: the fp32 output rounded.
@@ -687,7 +707,18 @@ TEST(CudaAttention, Bf16CacheMatchesCpuBf16Cache) {
   // Both sides read the same bf16 values widened exactly: the tolerances of the fp32 cache hold.
   const AttnCase cases[] = {{4, 2, 24, 0, false}, {4, 4, 7, 0, false}, {8, 2, 128, 0, true}, {2, 1, 256, 0, false},
                             {5, 1, 64, 3, false}};
-  for (const AttnCase& c : cases) check_attention(c, {5, 37, 0}, {19, 1, 40}, true);
+  for (const AttnCase& c : cases) check_attention(c, {5, 37, 0}, {19, 1, 40}, Cache::kBF16);
+}
+
+TEST(CudaAttention, E4m3CacheMatchesCpuE4m3Cache) {
+  KILN_REQUIRE_GPU();
+  ASSERT_TRUE(attention_init());
+  // Both sides store the step's keys and values with the same rounding and read the same e4m3
+  // values widened exactly: the tolerances of the fp32 cache hold.
+  const AttnCase cases[] = {{4, 2, 24, 0, false}, {4, 4, 7, 0, false}, {8, 2, 128, 0, true}, {2, 1, 256, 0, false},
+                            {5, 1, 64, 3, false}, {6, 2, 96, 5, false}, {2, 1, 32, 0, true}};
+  for (const AttnCase& c : cases) check_attention(c, {5, 37, 0}, {19, 1, 40}, Cache::kE4M3);
+  for (const AttnCase& c : cases) check_attention(c, {150, 3, 0}, {100, 1, 170}, Cache::kE4M3);
 }
 
 TEST(CudaAttention, LongPrefillChunksMatchCpu) {
@@ -700,22 +731,23 @@ TEST(CudaAttention, LongPrefillChunksMatchCpu) {
                             {2, 1, 32, 70, true}};
   for (const AttnCase& c : cases) check_attention(c, {150, 3, 0}, {100, 1, 170});
   // Over a bf16 cache the tensor-core kernel takes tiles of 128 rows, two row fragments a warp.
-  EXPECT_EQ(attention_mma_tile_rows(true), 128);
-  EXPECT_EQ(attention_mma_tile_rows(false), 64);
-  for (const AttnCase& c : cases) check_attention(c, {150, 3, 0}, {100, 1, 170}, true);
+  EXPECT_EQ(attention_mma_tile_rows(KvElement::kBF16), 128);
+  EXPECT_EQ(attention_mma_tile_rows(KvElement::kF32), 64);
+  EXPECT_EQ(attention_mma_tile_rows(KvElement::kE4M3), 64);
+  for (const AttnCase& c : cases) check_attention(c, {150, 3, 0}, {100, 1, 170}, Cache::kBF16);
 }
 
 // One decode token after 3000 cached positions: the rows kernel's chunks (1024 keys) and their
 // online-softmax join, and the split decode kernel.
-void check_long_decode(bool bf16) {
-  SCOPED_TRACE(bf16 ? "bf16 cache" : "fp32 cache");
+void check_long_decode(Cache cache) {
+  SCOPED_TRACE(std::string("cache:") + cache_name(cache));
   const int heads = 4, kv_heads = 2, dim = 64, block_size = 16, ctx = 3000;
   const int blocks = (ctx + 1 + block_size - 1) / block_size;
   const int64_t kv_row = kv_heads * dim, q_row = heads * dim;
   std::vector<int32_t> table(static_cast<size_t>(blocks));
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), std::mt19937(21));
-  TwoCaches caches(static_cast<size_t>(blocks * block_size * kv_row), 22, bf16);
+  TwoCaches caches(static_cast<size_t>(blocks * block_size * kv_row), 22, cache);
   const auto q = random_floats(static_cast<size_t>(q_row), 24, -3.0f, 3.0f);
   const auto k = random_floats(static_cast<size_t>(kv_row), 25);
   const auto v = random_floats(static_cast<size_t>(kv_row), 26);
@@ -740,25 +772,26 @@ void check_long_decode(bool bf16) {
     launch_attention_split(dq.get(), 1, tokens, gs, kv, splits, partial.get(), out2.get(), ActivationType::kF32,
                            nullptr);
     // Summation order alone; over 3000 keys it reaches 2.6e-6 with the bf16 cache's values.
-    EXPECT_LE(rel_error(out2.download(), want), bf16 ? 4e-6 : 2e-6) << splits << " splits";
+    EXPECT_LE(rel_error(out2.download(), want), cache == Cache::kF32 ? 2e-6 : 4e-6) << splits << " splits";
   }
 }
 
 TEST(CudaAttention, LongContextDecodeMatchesCpu) {
   KILN_REQUIRE_GPU();
-  check_long_decode(false);
-  check_long_decode(true);
+  check_long_decode(Cache::kF32);
+  check_long_decode(Cache::kBF16);
+  check_long_decode(Cache::kE4M3);
 }
 
 // A batched decode step: six sequences of very different lengths, one token each, through the
 // split decode kernels (one split; 4 or 64 joined, with splits that get no keys), against
 // cpu::attention.
 // Head sizes 64 and 128 take the grouped kernel, 96 the general one.
-void check_batch_decode(const AttnCase& c, bool bf16) {
+void check_batch_decode(const AttnCase& c, Cache cache) {
   const std::vector<int32_t> context = {0, 5, 40, 130, 700, 2100};
   const int block_size = 16, ns = static_cast<int>(context.size());
   SCOPED_TRACE("dim " + std::to_string(c.head_dim) + " window " + std::to_string(c.window) +
-               (c.alibi ? " alibi" : "") + (bf16 ? " bf16 cache" : ""));
+               (c.alibi ? " alibi" : "") + cache_name(cache));
   const int64_t kv_row = int64_t{c.num_kv_heads} * c.head_dim, q_row = int64_t{c.num_heads} * c.head_dim;
   int num_blocks = 0;
   for (int32_t n : context) num_blocks += (n + 1 + block_size - 1) / block_size;
@@ -778,7 +811,7 @@ void check_batch_decode(const AttnCase& c, bool bf16) {
   }
   std::vector<const int32_t*> table_ptrs;
   for (int s = 0; s < ns; ++s) table_ptrs.push_back(tables.data() + s * stride);
-  TwoCaches caches(static_cast<size_t>(num_blocks * block_size * kv_row), 32, bf16);
+  TwoCaches caches(static_cast<size_t>(num_blocks * block_size * kv_row), 32, cache);
   const auto q = random_floats(static_cast<size_t>(ns * q_row), 33, -3.0f, 3.0f);
   const auto k = random_floats(static_cast<size_t>(ns * kv_row), 34);
   const auto v = random_floats(static_cast<size_t>(ns * kv_row), 35);
@@ -819,8 +852,7 @@ TEST(CudaAttention, BatchedDecodeMatchesCpu) {
   ASSERT_TRUE(attention_init());
   const AttnCase cases[] = {{4, 2, 128, 0, false}, {4, 4, 64, 300, false}, {4, 1, 128, 0, true}, {2, 1, 96, 0, false}};
   for (const AttnCase& c : cases) {
-    check_batch_decode(c, false);
-    check_batch_decode(c, true);
+    for (Cache cache : {Cache::kF32, Cache::kBF16, Cache::kE4M3}) check_batch_decode(c, cache);
   }
 }
 

@@ -99,26 +99,35 @@ void check_qkv(const QkvCase& c, int64_t t = 37) {
   EXPECT_LE(rel_error(dq2.download(), want_q), 1e-6) << what;
   EXPECT_LE(rel_error(dk_cache2.download(), cache_k), 1e-6) << "cache keys without outputs, " << what;
   EXPECT_EQ(dv_cache2.download(), cache_v) << "cache values without outputs, " << what;
-  // A bf16 cache gets the same keys and values, rounded to nearest even.
+  // A bf16 or e4m3 cache gets the same keys and values, rounded to nearest even (e4m3 saturated
+  // as the CPU's float_to_e4m3 does): the narrow cache's elements of the step's slots that are not
+  // `round` of the fp32 cache's.
+  const std::vector<float> got_k = dk_cache2.download(), got_v = dv_cache2.download();
+  auto mismatches = [&](const auto& narrow_k, const auto& narrow_v, auto round) {
+    int64_t count = 0;
+    for (int64_t i = 0; i < t; ++i) {
+      const int pos = positions[static_cast<size_t>(i)];
+      const int64_t slot =
+          (int64_t{tables[static_cast<size_t>(token_seq[static_cast<size_t>(i)] * stride + pos / block_size)]} *
+               block_size + pos % block_size) * kv_row;
+      for (int64_t e = slot; e < slot + kv_row; ++e) {
+        const auto u = static_cast<size_t>(e);
+        count += narrow_k[u] != round(got_k[u]);
+        count += narrow_v[u] != round(got_v[u]);
+      }
+    }
+    return count;
+  };
   DeviceArray<uint16_t> dk16(layer), dv16(layer);
-  const PagedKv kv16{dk16.get(), dv16.get(), block_size, dtables.get(), stride, true};
+  const PagedKv kv16{dk16.get(), dv16.get(), block_size, dtables.get(), stride, KvElement::kBF16};
   launch_qkv_rope_store(dqkv.get(), ActivationType::kF32, t, shape, {dseq.get(), dpos.get()}, dinv.get(),
                         c.dynamic ? dseq.get() : nullptr, dq2.get(), nullptr, nullptr, kv16, nullptr);
-  const std::vector<float> got_k = dk_cache2.download(), got_v = dv_cache2.download();
-  const std::vector<uint16_t> got_k16 = dk16.download(), got_v16 = dv16.download();
-  int64_t mismatches = 0;
-  for (int64_t i = 0; i < t; ++i) {
-    const int pos = positions[static_cast<size_t>(i)];
-    const int64_t slot =
-        (int64_t{tables[static_cast<size_t>(token_seq[static_cast<size_t>(i)] * stride + pos / block_size)]} *
-             block_size + pos % block_size) * kv_row;
-    for (int64_t e = slot; e < slot + kv_row; ++e) {
-      const auto u = static_cast<size_t>(e);
-      mismatches += got_k16[u] != float_to_bf16(got_k[u]);
-      mismatches += got_v16[u] != float_to_bf16(got_v[u]);
-    }
-  }
-  EXPECT_EQ(mismatches, 0) << "bf16 cache, " << what;
+  EXPECT_EQ(mismatches(dk16.download(), dv16.download(), float_to_bf16), 0) << "bf16 cache, " << what;
+  DeviceArray<uint8_t> dk8(layer), dv8(layer);
+  const PagedKv kv8{dk8.get(), dv8.get(), block_size, dtables.get(), stride, KvElement::kE4M3};
+  launch_qkv_rope_store(dqkv.get(), ActivationType::kF32, t, shape, {dseq.get(), dpos.get()}, dinv.get(),
+                        c.dynamic ? dseq.get() : nullptr, dq2.get(), nullptr, nullptr, kv8, nullptr);
+  EXPECT_EQ(mismatches(dk8.download(), dv8.download(), float_to_e4m3), 0) << "e4m3 cache, " << what;
   // q/k/v handed over in fp16 or bf16: the same outputs as fp32 inputs of the same values.
   for (const ActivationType type : {ActivationType::kF16, ActivationType::kBF16}) {
     const bool bf = type == ActivationType::kBF16;

@@ -112,6 +112,7 @@ TEST_F(CliTest, TheKvCacheFollowsTheEnginesPrecisionUnlessToldOtherwise) {
   EXPECT_EQ(kv_line(kiln("bench " + bf16 + bench)), "kv cache bf16");
   EXPECT_EQ(kv_line(kiln("bench " + bf16 + bench + " --kv-cache-dtype fp32")), "kv cache fp32");
   EXPECT_EQ(kv_line(kiln("bench " + f32 + bench + " --kv-cache-dtype bf16")), "kv cache bf16");
+  EXPECT_EQ(kv_line(kiln("bench " + f32 + bench + " --kv-cache-dtype fp8")), "kv cache fp8");
   const std::string f8 = path("f8kv.kiln");
   built = kiln("build " + kGolden + "llama_gqa -o " + f8 + " --dtype fp8 --no-autotune");
   ASSERT_EQ(built.status, 0) << built.out;
@@ -275,7 +276,18 @@ TEST_F(CliTest, SameSeedSameTextAndPerplexityOfHeldOutText) {
   ASSERT_EQ(fp32.status, 0) << fp32.out;
   EXPECT_EQ(fp32.out.rfind("The sea", 0), 0u) << fp32.out;
   EXPECT_GT(fp32.out.size(), std::string("The sea").size() + 8) << fp32.out;
-  expect_user_error(kiln("run " + engine + " -p hi --kv-cache-dtype fp8"), "--kv-cache-dtype");
+  Result fp8 = kiln("run " + engine + " -p 'The sea' -n 8 --temperature 0 --no-stats --threads 2 --kv-cache-dtype fp8");
+  ASSERT_EQ(fp8.status, 0) << fp8.out;
+  EXPECT_EQ(fp8.out.rfind("The sea", 0), 0u) << fp8.out;
+  expect_user_error(kiln("run " + engine + " -p hi --kv-cache-dtype fp16"), "--kv-cache-dtype");
+  // Perplexity with an fp8 cache: keys and values rounded to 4 significant bits move it a little.
+  Result ppl8 = kiln("eval " + engine + " --text " + path("part.txt") + " --threads 2 --kv-cache-dtype fp8");
+  ASSERT_EQ(ppl8.status, 0) << ppl8.out;
+  const double value8 = std::stod(ppl8.out.substr(ppl8.out.find("perplexity ") + 11));
+  EXPECT_NE(value8, value);
+  EXPECT_NEAR(value8, value, 0.02 * value);
+  expect_user_error(kiln("eval " + engine + " --text " + path("part.txt") + " --kv-cache-dtype int4"),
+                    "--kv-cache-dtype");
 }
 
 // kiln run --chat: the conversation goes through the chat template and keeps its history, so

@@ -193,7 +193,11 @@ TEST_F(ExecutorTest, AKvCacheDtypeTheBackendDoesNotRunIsRefused) {
   EXPECT_EQ(backend_.runs, before);
   EXPECT_TRUE(executor_->create_kv_cache(4, 4, KvCacheDtype::kF32));
   EXPECT_EQ(parse_kv_cache_dtype("bf16").value(), KvCacheDtype::kBF16);
-  EXPECT_FALSE(parse_kv_cache_dtype("fp8"));
+  EXPECT_EQ(parse_kv_cache_dtype("fp8").value(), KvCacheDtype::kFP8);
+  EXPECT_EQ(parse_kv_cache_dtype("fp8_e4m3").value(), KvCacheDtype::kFP8);
+  EXPECT_EQ(kv_cache_dtype_name(KvCacheDtype::kFP8), "fp8");
+  EXPECT_EQ(executor_->kv_cache_spec(4, 4, KvCacheDtype::kFP8).bytes() * 4, executor_->kv_cache_spec(4, 4).bytes());
+  EXPECT_FALSE(parse_kv_cache_dtype("fp16"));
   EXPECT_FALSE(parse_kv_cache_dtype("auto"));
   // The command-line choice: "auto" is no element yet (the engine decides), the others are.
   EXPECT_EQ(parse_kv_cache_dtype_choice("auto").value(), std::nullopt);
@@ -201,7 +205,7 @@ TEST_F(ExecutorTest, AKvCacheDtypeTheBackendDoesNotRunIsRefused) {
   EXPECT_EQ(parse_kv_cache_dtype_choice("bf16").value(), KvCacheDtype::kBF16);
   const auto bad = parse_kv_cache_dtype_choice("fp16");
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.status().message().find("auto, fp32, bf16"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("auto, fp32, bf16, fp8"), std::string::npos) << bad.status().message();
 }
 
 TEST_F(ExecutorTest, AnEngineForAnotherTargetIsRefusedByTheBackend) {
