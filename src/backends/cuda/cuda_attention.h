@@ -100,8 +100,8 @@ bool attention_16_out_supported(int head_dim);
 // rounded to fp16, fp32 accumulation and softmax; for head_dim % 32 == 0, <= 128. The backend
 // takes it for engines whose weights are fp16 or bf16.
 bool attention_mma_supported(int head_dim);
-// The most rows of a tile launch_attention_mma takes over this cache: 128 over a bf16 cache, 64
-// over a float or e4m3 one.
+// The most rows of a tile launch_attention_mma takes over this cache: 128 over a bf16 or e4m3
+// cache, 64 over a float one.
 int attention_mma_tile_rows(KvElement element);
 Status attention_mma_init();  // called by attention_init
 void launch_attention_mma(const float* q, const AttentionTile* tiles, int64_t num_tiles, StepTokens tokens,

@@ -1,6 +1,6 @@
 // The prefill attention kernel on tensor cores (head_dim 32, 64, 96 or 128): one thread block of
 // four warps per (tile of query rows of one sequence, head); each warp owns 16 rows of the tile
-// (32 over a 16-bit cache: two row fragments) and keeps everything about them in registers: its
+// (32 over a bf16 or e4m3 cache: two row fragments) and keeps everything about them in registers: its
 // scores, its softmax state and its output accumulator, and with one fragment its Q fragments
 // (with two, Q's fragments come from shared memory at every tile). Per tile of kKeys keys, each
 // warp computes S = Q K^T with mma.sync m16n8k16 (fp32 accumulation), runs the online softmax on S
@@ -47,10 +47,10 @@ static_assert(kKeys % 16 == 0, "fragments of 16 keys");
 // tiles.
 template <typename T>
 constexpr bool kDirect = sizeof(T) == 2;
-// Row fragments of 16 a warp: two over a 16-bit cache, so that every K and V fragment a warp
-// loads feeds two products (Q is then read from shared memory); one over a float cache, whose
-// staging buffers leave no room for Q beside two blocks an SM.
-constexpr int fragments(int element_bytes) { return element_bytes == 2 ? 2 : 1; }
+// Row fragments of 16 a warp: two over a 16- or 8-bit cache, so that every K and V fragment a
+// warp loads feeds two products (Q is then read from shared memory); one over a float cache,
+// whose staging buffers leave no room for Q beside two blocks an SM.
+constexpr int fragments(int element_bytes) { return element_bytes <= 2 ? 2 : 1; }
 template <typename T>
 constexpr int kFragments = fragments(sizeof(T));
 
@@ -472,7 +472,7 @@ Status attention_mma_init() {
 bool attention_mma_supported(int head_dim) { return head_dim > 0 && head_dim % 32 == 0 && head_dim <= 128; }
 
 int attention_mma_tile_rows(KvElement element) {
-  return kWarps * 16 * fragments(element == KvElement::kBF16 ? 2 : 4);
+  return kWarps * 16 * fragments(element == KvElement::kBF16 ? 2 : element == KvElement::kE4M3 ? 1 : 4);
 }
 
 void launch_attention_mma(const float* q, const AttentionTile* tiles, int64_t num_tiles, StepTokens tokens,

@@ -730,10 +730,10 @@ TEST(CudaAttention, LongPrefillChunksMatchCpu) {
   const AttnCase cases[] = {{4, 2, 64, 0, false}, {4, 4, 128, 0, false}, {6, 2, 96, 50, false}, {4, 1, 64, 0, true},
                             {2, 1, 32, 70, true}};
   for (const AttnCase& c : cases) check_attention(c, {150, 3, 0}, {100, 1, 170});
-  // Over a bf16 cache the tensor-core kernel takes tiles of 128 rows, two row fragments a warp.
+  // Over a bf16 or e4m3 cache the tensor-core kernel takes tiles of 128 rows, two row fragments a warp.
   EXPECT_EQ(attention_mma_tile_rows(KvElement::kBF16), 128);
   EXPECT_EQ(attention_mma_tile_rows(KvElement::kF32), 64);
-  EXPECT_EQ(attention_mma_tile_rows(KvElement::kE4M3), 64);
+  EXPECT_EQ(attention_mma_tile_rows(KvElement::kE4M3), 128);
   for (const AttnCase& c : cases) check_attention(c, {150, 3, 0}, {100, 1, 170}, Cache::kBF16);
 }
 
