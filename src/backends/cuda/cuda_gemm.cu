@@ -197,6 +197,7 @@ Status launch_matmul_16_in(const CudaMatmulKernel& kernel, cublasHandle_t handle
 GemvVariant gemv_variant_of(const CudaMatmulKernel& kernel) {
   switch (kernel.algo) {
     case CudaMatmulAlgo::kGemvDeep: return GemvVariant::kDeep;
+    case CudaMatmulAlgo::kGemvPair: return GemvVariant::kPair;
     case CudaMatmulAlgo::kGemvQ8: return GemvVariant::kQ8;
     default: return GemvVariant::kPlain;
   }

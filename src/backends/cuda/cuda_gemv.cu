@@ -87,33 +87,40 @@ __device__ __forceinline__ void fma_rows(const float* w, const float* x, int64_t
 
 __device__ __forceinline__ float silu_f(float v) { return v / (1.0f + expf(-v)); }
 
-// One warp per output column. k is a multiple of the elements per 16-byte load and both x and
-// w are 16-byte aligned. U: 16-byte weight loads in flight per lane and weight row. kGlu: the
-// column reads two weight rows, `row` (gate) and `row + n` (up), and writes silu(gate) * up: y
-// is [m, n] with w [2n, k] and bias [2n]. Launched behind another kernel (cuda_launch.cuh), it
-// lets the next kernel launch once its warps have read all their weights.
-template <typename T, int M, int U, bool kGlu>
+// One warp per output column, or with P > 1, P warps of a block per column, each taking every
+// P-th run of 32 loads of the weight row and their sums added in shared memory in a fixed order
+// (more loads in flight for products of few columns). k is a multiple of the elements per
+// 16-byte load and both x and w are 16-byte aligned. U: 16-byte weight loads in flight per lane
+// and weight row. kGlu: the column reads two weight rows, `row` (gate) and `row + n` (up), and
+// writes silu(gate) * up: y is [m, n] with w [2n, k] and bias [2n]. Launched behind another
+// kernel (cuda_launch.cuh), it lets the next kernel launch once its warps have read all their
+// weights.
+template <typename T, int M, int U, bool kGlu, int P = 1>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const float* x, int64_t k, const T* w, int64_t n,
                                                         const float* bias, float* y) {
+  static_assert(kWarps % P == 0, "a block holds whole columns");
   wait_for_prior_kernels();
   using W = Weights<T>;
   constexpr int E = W::kPerLoad;
   constexpr int R = kGlu ? 2 : 1;  // weight rows per column
-  const int lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (row >= n) return;
+  constexpr int S = 32 * P;        // loads between a lane's consecutive ones
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int part = warp % P;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kWarps / P) + warp / P;
+  const bool live = row < n;
+  if (P == 1 && !live) return;
   const uint4* wrow[R];
 #pragma unroll
-  for (int j = 0; j < R; ++j) wrow[j] = reinterpret_cast<const uint4*>(w + (row + j * n) * k);
+  for (int j = 0; j < R; ++j) wrow[j] = reinterpret_cast<const uint4*>(w + (live ? row + j * n : 0) * k);
   float acc[R][M] = {};
-  const int64_t nv = k / E;
-  int64_t v = lane;
-  for (; v + 32 * (U - 1) < nv; v += 32 * U) {
+  const int64_t nv = live ? k / E : 0;
+  int64_t v = lane + 32 * part;
+  for (; v + S * (U - 1) < nv; v += S * U) {
     uint4 buf[R][U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
 #pragma unroll
-      for (int j = 0; j < R; ++j) buf[j][u] = load_stream(wrow[j] + v + 32 * u);
+      for (int j = 0; j < R; ++j) buf[j][u] = load_stream(wrow[j] + v + S * u);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -121,11 +128,11 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const float* x, int64_t 
       for (int j = 0; j < R; ++j) {
         float wf[E];
         W::widen(buf[j][u], wf);
-        fma_rows<M, E>(wf, x, k, (v + 32 * u) * E, acc[j]);
+        fma_rows<M, E>(wf, x, k, (v + S * u) * E, acc[j]);
       }
     }
   }
-  for (; v < nv; v += 32) {
+  for (; v < nv; v += S) {
 #pragma unroll
     for (int j = 0; j < R; ++j) {
       float wf[E];
@@ -134,13 +141,34 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const float* x, int64_t 
     }
   }
   allow_next_kernel();
+  [[maybe_unused]] __shared__ float parts[P > 1 ? kWarps : 1][R][M];
+#pragma unroll
+  for (int r = 0; r < M; ++r) {
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      for (int o = 16; o > 0; o >>= 1) acc[j][r] += __shfl_xor_sync(0xffffffffu, acc[j][r], o);
+      if constexpr (P > 1) {
+        if (lane == 0) parts[warp][j][r] = acc[j][r];
+      }
+    }
+  }
+  if constexpr (P > 1) {
+    __syncthreads();
+    if (part != 0 || !live) return;
+#pragma unroll
+    for (int r = 0; r < M; ++r) {
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
+        for (int p = 1; p < P; ++p) acc[j][r] += parts[warp + p][j][r];
+      }
+    }
+  }
 #pragma unroll
   for (int r = 0; r < M; ++r) {
     float s[R];
 #pragma unroll
     for (int j = 0; j < R; ++j) {
       s[j] = acc[j][r];
-      for (int o = 16; o > 0; o >>= 1) s[j] += __shfl_xor_sync(0xffffffffu, s[j], o);
       if (bias != nullptr) s[j] += bias[row + j * n];
     }
     if (lane == 0) y[r * n + row] = kGlu ? silu_f(s[0]) * s[R - 1] : s[0];
@@ -184,14 +212,15 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(const float* x, i
   }
 }
 
-template <typename T, int M, int U, bool kGlu>
+template <typename T, int M, int U, bool kGlu, int P = 1>
 void launch_vec(const float* x, int64_t k, const T* w, int64_t n, const float* bias, float* y, cudaStream_t stream) {
-  const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
-  launch(gemv_kernel<T, M, U, kGlu>, blocks, kThreads, 0, stream, x, k, w, n, bias, y);
+  constexpr int kColumns = kWarps / P;
+  const auto blocks = static_cast<unsigned>((n + kColumns - 1) / kColumns);
+  launch(gemv_kernel<T, M, U, kGlu, P>, blocks, kThreads, 0, stream, x, k, w, n, bias, y);
 }
 
-// kDeep: the deep kernel, instantiated for single-row steps of half-precision weights (batch-1
-// decode, where it can pay); other steps take the plain one.
+// kDeep and kPair: the deep and the paired kernels, instantiated for single-row steps of
+// half-precision weights (batch-1 decode, where they can pay); other steps take the plain one.
 template <typename T, bool kGlu>
 void launch_typed(const float* x, int64_t m, int64_t k, const void* w, int64_t n, const float* bias, float* y,
                   GemvVariant variant, cudaStream_t stream) {
@@ -205,6 +234,7 @@ void launch_typed(const float* x, int64_t m, int64_t k, const void* w, int64_t n
   switch (m) {
     case 1:
       if (variant == GemvVariant::kDeep && !std::is_same_v<T, float>) return launch_vec<T, 1, kDeepUnroll, kGlu>(x, k, wt, n, bias, y, stream);
+      if (variant == GemvVariant::kPair && !std::is_same_v<T, float>) return launch_vec<T, 1, kUnroll, kGlu, 2>(x, k, wt, n, bias, y, stream);
       return launch_vec<T, 1, kUnroll, kGlu>(x, k, wt, n, bias, y, stream);
     case 2: return launch_vec<T, 2, kUnroll, kGlu>(x, k, wt, n, bias, y, stream);
     case 3: return launch_vec<T, 3, kUnroll, kGlu>(x, k, wt, n, bias, y, stream);

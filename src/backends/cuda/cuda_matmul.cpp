@@ -13,11 +13,13 @@ constexpr CudaMatmulKernel kKernels[] = {
     {"f32.cuda.sgemm", F::kF32, A::kGemmSplit},
     {"f16.cuda.gemv", F::kF16, A::kGemv},
     {"f16.cuda.gemv_deep", F::kF16, A::kGemvDeep},
+    {"f16.cuda.gemv_pair", F::kF16, A::kGemvPair},
     {"f16.cuda.gemm_split", F::kF16, A::kGemmSplit},
     {"f16.cuda.gemm", F::kF16, A::kGemmRounded},
     {"f16.cuda.gemm_halves", F::kF16, A::kGemmRoundedHalves},
     {"bf16.cuda.gemv", F::kBF16, A::kGemv},
     {"bf16.cuda.gemv_deep", F::kBF16, A::kGemvDeep},
+    {"bf16.cuda.gemv_pair", F::kBF16, A::kGemvPair},
     {"bf16.cuda.gemm_split", F::kBF16, A::kGemmSplit},
     {"bf16.cuda.gemm", F::kBF16, A::kGemmRounded},
     {"bf16.cuda.gemm_halves", F::kBF16, A::kGemmRoundedHalves},
@@ -68,7 +70,8 @@ const CudaMatmulKernel* cuda_matmul_kernel_find(std::string_view name) {
 }
 
 bool cuda_matmul_kernel_is_gemv(const CudaMatmulKernel& kernel) {
-  return kernel.algo == A::kGemv || kernel.algo == A::kGemvDeep || kernel.algo == A::kGemvQ8;
+  return kernel.algo == A::kGemv || kernel.algo == A::kGemvDeep || kernel.algo == A::kGemvPair ||
+         kernel.algo == A::kGemvQ8;
 }
 
 bool cuda_matmul_kernel_rounds_activations(const CudaMatmulKernel& kernel) {

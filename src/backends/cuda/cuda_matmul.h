@@ -4,6 +4,8 @@
 //   gemv        decode steps (m < 8): one warp per weight row, fp32 activations (cuda_gemv.h);
 //   gemv_deep   f16/bf16: the same with twice the loads in flight per lane (8) in batch-1 steps:
 //               timing picks it per shape;
+//   gemv_pair   f16/bf16: two warps per weight row in batch-1 steps (twice the loads in flight
+//               for the products of few rows): timing picks it per shape;
 //   sgemm       f32 weights, cuBLAS SGEMM;
 //   gemm_split  f16/bf16 weights, cuBLAS tensor-core GEMMs over activations split into 2-3
 //               parts: fp32-accurate; listed first, so it is what an untimed build takes;
@@ -37,6 +39,7 @@ namespace kiln::cuda {
 enum class CudaMatmulAlgo {
   kGemv,
   kGemvDeep,
+  kGemvPair,
   kGemvQ8,  // batch-1 steps over reduced activations: int8 (integer weights), fp16 (fp8 weights)
   kGemmSplit,
   kGemmRounded,
@@ -59,7 +62,7 @@ std::vector<const CudaMatmulKernel*> cuda_matmul_kernels(ir::WeightFormat format
 // The kernel called `name`, or nullptr.
 const CudaMatmulKernel* cuda_matmul_kernel_find(std::string_view name);
 
-// Whether the kernel is a matrix-vector one (gemv, gemv_deep, gemv_q8), for decode-sized steps.
+// Whether the kernel is a matrix-vector one (gemv, gemv_deep, gemv_pair, gemv_q8), for decode-sized steps.
 bool cuda_matmul_kernel_is_gemv(const CudaMatmulKernel& kernel);
 
 // Whether the kernel rounds its activations to a 16- or 8-bit type (the fast tensor-core products).

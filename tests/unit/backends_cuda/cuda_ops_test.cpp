@@ -429,7 +429,7 @@ TEST(CudaMatmul, GemvWithSwigluMatchesProductThenSilu) {
       cpu::silu_mul(product.data(), s.m, s.inter, want.data());
       DeviceArray<float> dx(x), dbias(bias);
       DeviceArray<std::byte> dw(w);
-      for (GemvVariant variant : {GemvVariant::kPlain, GemvVariant::kDeep, GemvVariant::kQ8}) {
+      for (GemvVariant variant : {GemvVariant::kPlain, GemvVariant::kDeep, GemvVariant::kPair, GemvVariant::kQ8}) {
         DeviceArray<float> dy(want.size());
         launch_gemv_silu_mul(f, dx.get(), s.m, s.k, dw.get(), s.inter, dbias.get(), dy.get(), nullptr, variant);
         // kQ8 reduces the activations of batch-1 steps of integer and fp8 weights (see above).
@@ -489,10 +489,11 @@ TEST(CudaMatmul, KernelListsSplitDecodeFromPrefill) {
   for (ir::WeightFormat f : {ir::WeightFormat::kF32, ir::WeightFormat::kF16, ir::WeightFormat::kBF16}) {
     const auto decode = cuda_matmul_kernels(f, 1);
     const auto prefill = cuda_matmul_kernels(f, 128);
-    ASSERT_EQ(decode.size(), f == ir::WeightFormat::kF32 ? 1u : 2u);
+    ASSERT_EQ(decode.size(), f == ir::WeightFormat::kF32 ? 1u : 3u);
     EXPECT_EQ(decode[0]->algo, CudaMatmulAlgo::kGemv) << "an untimed build takes the plain gemv";
     if (decode.size() > 1) {
       EXPECT_EQ(decode[1]->algo, CudaMatmulAlgo::kGemvDeep);
+      EXPECT_EQ(decode[2]->algo, CudaMatmulAlgo::kGemvPair);
     }
     ASSERT_FALSE(prefill.empty());
     EXPECT_EQ(prefill[0]->algo, CudaMatmulAlgo::kGemmSplit) << "an untimed build keeps fp32 activations";
