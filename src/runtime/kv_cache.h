@@ -18,14 +18,9 @@
 
 #include "base/status.h"
 #include "runtime/device_buffer.h"
+#include "runtime/kv_cache_dtype.h"
 
 namespace kiln::runtime {
-
-// What one cached key or value element is: fp32 (exact); bf16 (rounded to nearest even when
-// stored; half the memory and half the bytes attention reads); or fp8, OCP e4m3 (base/half.h:
-// rounded to nearest even, saturating at +-448, with no scale; a quarter of fp32's bytes, at a
-// relative error of up to 1/16 an element). Backends say which they run.
-enum class KvCacheDtype { kF32, kBF16, kFP8 };
 
 std::string_view kv_cache_dtype_name(KvCacheDtype dtype);
 // "fp32", "bf16" or "fp8" (also "fp8_e4m3").
@@ -41,7 +36,7 @@ struct KvCacheSpec {
   int64_t block_size = 16;
   int64_t num_blocks = 0;
   KvCacheDtype dtype = KvCacheDtype::kF32;
-  size_t element_bytes() const { return dtype == KvCacheDtype::kFP8 ? 1 : dtype == KvCacheDtype::kBF16 ? 2 : 4; }
+  size_t element_bytes() const { return kv_cache_dtype_bytes(dtype); }
   // Elements in one layer's K (or V) pool.
   size_t layer_elements() const { return static_cast<size_t>(num_blocks * block_size * num_kv_heads * head_dim); }
   size_t bytes() const { return 2 * static_cast<size_t>(num_layers) * layer_elements() * element_bytes(); }

@@ -713,14 +713,14 @@ void kv_cache_store(const float* k, int64_t k_stride, const float* v, int64_t v_
     const int64_t slot = block * cache.block_size + pos % cache.block_size;
     const float* ki = k + i * k_stride;
     const float* vi = v + i * v_stride;
-    if (cache.element == KvElement::kBF16) {
+    if (cache.element == KvCacheDtype::kBF16) {
       uint16_t* kd = k16 + slot * kv_row;
       uint16_t* vd = v16 + slot * kv_row;
       for (int64_t d = 0; d < kv_row; ++d) {
         kd[d] = float_to_bf16(ki[d]);
         vd[d] = float_to_bf16(vi[d]);
       }
-    } else if (cache.element == KvElement::kE4M3) {
+    } else if (cache.element == KvCacheDtype::kFP8) {
       uint8_t* kd = k8 + slot * kv_row;
       uint8_t* vd = v8 + slot * kv_row;
       if (avx512) {
@@ -746,9 +746,9 @@ void attention(const float* q, int64_t q_stride, const float* k, int64_t k_strid
   KILN_CHECK(shape.head_dim > 0 && cache.block_size > 0);
   kv_cache_store(k, k_stride, v, v_stride, batch, shape.num_kv_heads, shape.head_dim, cache);
   switch (cache.element) {
-    case KvElement::kBF16: return attend_cached<uint16_t>(q, q_stride, batch, shape, cache, out);
-    case KvElement::kE4M3: return attend_cached<uint8_t>(q, q_stride, batch, shape, cache, out);
-    case KvElement::kF32: return attend_cached<float>(q, q_stride, batch, shape, cache, out);
+    case KvCacheDtype::kBF16: return attend_cached<uint16_t>(q, q_stride, batch, shape, cache, out);
+    case KvCacheDtype::kFP8: return attend_cached<uint8_t>(q, q_stride, batch, shape, cache, out);
+    case KvCacheDtype::kF32: return attend_cached<float>(q, q_stride, batch, shape, cache, out);
   }
 }
 

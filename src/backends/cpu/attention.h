@@ -12,12 +12,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/kv_cache_dtype.h"
+
 namespace kiln::cpu {
 
-// What a cache element is: a float; a bf16 value; or an OCP e4m3 byte (base/half.h). The 16- and
-// 8-bit elements are stored rounded to nearest even (e4m3 saturating at +-448) and widened exactly
-// when read; the arithmetic is fp32 for all three.
-enum class KvElement { kF32, kBF16, kE4M3 };
+// A cache element (runtime/kv_cache_dtype.h): fp32, bf16 or an OCP e4m3 byte (base/half.h), widened
+// exactly when read; the arithmetic is fp32 for all three.
+using runtime::KvCacheDtype;
 
 // One layer's cache: k and v each point at num_blocks * block_size * num_kv_heads * head_dim
 // elements of `element`.
@@ -26,7 +27,7 @@ struct KvCacheLayer {
   void* v;
   int64_t num_blocks;
   int64_t block_size;
-  KvElement element = KvElement::kF32;
+  KvCacheDtype element = KvCacheDtype::kF32;
 };
 
 // A ragged batch. Sequence s owns query rows [query_start[s], query_start[s+1]) of this step

@@ -61,14 +61,6 @@ RopeParams rope_params(const ir::Node& node) {
   return p;
 }
 
-KvElement kv_element(runtime::KvCacheDtype dtype) {
-  switch (dtype) {
-    case runtime::KvCacheDtype::kBF16: return KvElement::kBF16;
-    case runtime::KvCacheDtype::kFP8: return KvElement::kE4M3;
-    case runtime::KvCacheDtype::kF32: break;
-  }
-  return KvElement::kF32;
-}
 
 }  // namespace
 
@@ -307,7 +299,7 @@ Status CpuBackend::bind_nodes(const ir::Graph& graph) {
         const AttentionBatch batch{s.num_seqs, s.query_start, s.context_len, s.block_tables};
         const auto& spec = s.kv_cache->spec();
         const KvCacheLayer cache{s.kv_cache->k_data(layer), s.kv_cache->v_data(layer), spec.num_blocks,
-                                 spec.block_size, kv_element(spec.dtype)};
+                                 spec.block_size, spec.dtype};
         attention(in_f(b, 0), q_stride, in_f(b, 1), kv_stride, in_f(b, 2), kv_stride, batch, sh, cache, out_f(b, 0));
       };
     } else if (op == "gather_rows") {

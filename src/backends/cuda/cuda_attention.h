@@ -17,7 +17,7 @@
 //   launch_attention_mma    the same tiles on tensor cores (fp16 products; bf16 ones over a
 //                           bf16 cache): prefill of half-precision engines.
 // Cache layout per layer, k and v alike: [num_blocks, block_size, num_kv_heads, head_dim] elements
-// of fp32, bf16 or e4m3 (KvElement).
+// of fp32, bf16 or e4m3 (KvCacheDtype).
 // All pointers are device memory; the caller (CudaBackend) owns them. Kernels never read cache
 // blocks outside the tables they are given. The outputs are fp32, except that the split and
 // tensor-core kernels also write fp16 or bf16 for head sizes 64 and 128
@@ -31,6 +31,7 @@
 
 #include "backends/cuda/cuda_activation_type.h"
 #include "base/status.h"
+#include "runtime/kv_cache_dtype.h"
 
 namespace kiln::cuda {
 
@@ -43,9 +44,9 @@ struct AttentionShape {
   const float* alibi_slopes;   // [num_heads] on the device, or nullptr
 };
 
-// What a cache element is: a float, a bf16 value or an OCP e4m3 byte (cuda_kv.cuh); every
-// kernel takes all three.
-enum class KvElement : uint8_t { kF32, kBF16, kE4M3 };
+// A cache element (runtime/kv_cache_dtype.h): a float, a bf16 value or an OCP e4m3 byte
+// (cuda_kv.cuh); every kernel takes all three.
+using runtime::KvCacheDtype;
 
 // One layer's paged cache and the step's block tables: sequence s's table is
 // tables[s * table_stride ...], entry b naming the block of positions [b*block_size, (b+1)*block_size).
@@ -55,7 +56,7 @@ struct PagedKv {
   int block_size;
   const int32_t* tables;
   int table_stride;
-  KvElement element = KvElement::kF32;
+  KvCacheDtype element = KvCacheDtype::kF32;
 };
 
 // The step's tokens: token i belongs to sequence token_seq[i] and sits at positions[i].
@@ -102,7 +103,7 @@ bool attention_16_out_supported(int head_dim);
 bool attention_mma_supported(int head_dim);
 // The most rows of a tile launch_attention_mma takes over this cache: 128 over a bf16 or e4m3
 // cache, 64 over a float one.
-int attention_mma_tile_rows(KvElement element);
+int attention_mma_tile_rows(KvCacheDtype element);
 Status attention_mma_init();  // called by attention_init
 void launch_attention_mma(const float* q, const AttentionTile* tiles, int64_t num_tiles, StepTokens tokens,
                           const AttentionShape& shape, PagedKv cache, void* out, ActivationType out_type,

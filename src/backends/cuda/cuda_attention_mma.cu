@@ -471,8 +471,8 @@ Status attention_mma_init() {
 
 bool attention_mma_supported(int head_dim) { return head_dim > 0 && head_dim % 32 == 0 && head_dim <= 128; }
 
-int attention_mma_tile_rows(KvElement element) {
-  return kWarps * 16 * fragments(element == KvElement::kBF16 ? 2 : element == KvElement::kE4M3 ? 1 : 4);
+int attention_mma_tile_rows(KvCacheDtype element) {
+  return kWarps * 16 * fragments(static_cast<int>(runtime::kv_cache_dtype_bytes(element)));
 }
 
 void launch_attention_mma(const float* q, const AttentionTile* tiles, int64_t num_tiles, StepTokens tokens,
@@ -480,7 +480,7 @@ void launch_attention_mma(const float* q, const AttentionTile* tiles, int64_t nu
                           cudaStream_t stream) {
   if (num_tiles <= 0) return;
   const dim3 grid(static_cast<unsigned>(shape.num_heads), static_cast<unsigned>(num_tiles));
-  const int element_bytes = cache.element == KvElement::kBF16 ? 2 : cache.element == KvElement::kE4M3 ? 1 : 4;
+  const int element_bytes = static_cast<int>(runtime::kv_cache_dtype_bytes(cache.element));
   const size_t bytes = shared_bytes(shape.head_dim, element_bytes, fragments(element_bytes));
   const auto n = static_cast<int>(num_tiles);
   const int d = shape.head_dim;

@@ -179,7 +179,7 @@ Status attention_init() {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   };
   cudaError_t err = cudaSuccess;
-  for (KvElement element : {KvElement::kF32, KvElement::kBF16, KvElement::kE4M3}) {
+  for (KvCacheDtype element : {KvCacheDtype::kF32, KvCacheDtype::kBF16, KvCacheDtype::kFP8}) {
     with_kv_element(element, [&](auto e) {
       using T = decltype(e);
       if (err == cudaSuccess) err = raise(reinterpret_cast<const void*>(attention_tiles_kernel<1, T>));

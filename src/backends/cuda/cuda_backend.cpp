@@ -142,19 +142,11 @@ bool qkv_16_in_step(const StepContext& s, int64_t rows) {
   return rows >= kGemvMaxRows && s.cache != nullptr && s.cache->spec().dtype != runtime::KvCacheDtype::kF32;
 }
 
-KvElement kv_element(runtime::KvCacheDtype dtype) {
-  switch (dtype) {
-    case runtime::KvCacheDtype::kBF16: return KvElement::kBF16;
-    case runtime::KvCacheDtype::kFP8: return KvElement::kE4M3;
-    case runtime::KvCacheDtype::kF32: break;
-  }
-  return KvElement::kF32;
-}
 
 // Layer `layer` of the step's cache, with the step's block tables.
 PagedKv paged_kv(const StepContext& s, int64_t layer) {
   return PagedKv{s.cache->k_data(layer), s.cache->v_data(layer), s.block_size, s.tables, s.table_stride,
-                 kv_element(s.cache->spec().dtype)};
+                 s.cache->spec().dtype};
 }
 }  // namespace
 
@@ -910,7 +902,7 @@ Status CudaBackend::enqueue_step(const runtime::StepView& step) {
   auto* token_seq = s.step_host.at<int32_t>(l.token_seq);
   auto* tiles = s.step_host.at<AttentionTile>(l.tiles);
   int64_t num_tiles = 0;
-  const int tile_rows = s.mma_tiles ? attention_mma_tile_rows(kv_element(spec.dtype))
+  const int tile_rows = s.mma_tiles ? attention_mma_tile_rows(spec.dtype)
                                     : kAttentionTileRows;
   for (size_t q = 0; q < ns; ++q) {
     const int32_t begin = step.query_start[q], end = step.query_start[q + 1];

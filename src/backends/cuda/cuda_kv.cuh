@@ -4,7 +4,7 @@
 // base/half.h does on the CPU; widened exactly). The kernels are templates over the element
 // type; these overloads, with load4 and store1 of cuda_vec.cuh for the 16- and 32-bit elements,
 // are their only difference. with_kv_element calls a function with a value of the type a
-// KvElement names, for the launchers.
+// KvCacheDtype names, for the launchers.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -52,11 +52,11 @@ __device__ __forceinline__ float4 kv_ldg4(const __nv_fp8_e4m3* p) {
 
 // fn(T{}) for the element type T that `element` names.
 template <typename Fn>
-void with_kv_element(KvElement element, Fn&& fn) {
+void with_kv_element(KvCacheDtype element, Fn&& fn) {
   switch (element) {
-    case KvElement::kBF16: fn(__nv_bfloat16{}); return;
-    case KvElement::kE4M3: fn(__nv_fp8_e4m3{}); return;
-    case KvElement::kF32: fn(float{}); return;
+    case KvCacheDtype::kBF16: fn(__nv_bfloat16{}); return;
+    case KvCacheDtype::kFP8: fn(__nv_fp8_e4m3{}); return;
+    case KvCacheDtype::kF32: fn(float{}); return;
   }
 }
 

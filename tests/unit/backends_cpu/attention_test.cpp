@@ -106,7 +106,7 @@ std::vector<double> dense_reference(const Shape& s, const Seq& seq, int64_t firs
 class PagedHarness {
  public:
   // element: what the cache holds (floats unless told).
-  PagedHarness(const Shape& shape, std::vector<const Seq*> seqs, uint32_t seed, KvElement element = KvElement::kF32)
+  PagedHarness(const Shape& shape, std::vector<const Seq*> seqs, uint32_t seed, KvCacheDtype element = KvCacheDtype::kF32)
       : shape_(shape), seqs_(std::move(seqs)), element_(element) {
     int64_t needed = 0;
     for (const Seq* s : seqs_) needed += (s->len + shape.block_size - 1) / shape.block_size;
@@ -126,7 +126,7 @@ class PagedHarness {
     }
     const auto cache_size =
         static_cast<size_t>(num_blocks_ * shape.block_size * shape.num_kv_heads * shape.head_dim);
-    const bool f32 = element == KvElement::kF32, bf16 = element == KvElement::kBF16, e4m3 = element == KvElement::kE4M3;
+    const bool f32 = element == KvCacheDtype::kF32, bf16 = element == KvCacheDtype::kBF16, e4m3 = element == KvCacheDtype::kFP8;
     cache_k_.assign(f32 ? cache_size : 0, kNan);
     cache_v_.assign(f32 ? cache_size : 0, kNan);
     cache_k16_.assign(bf16 ? cache_size : 0, float_to_bf16(kNan));
@@ -205,9 +205,9 @@ class PagedHarness {
     const auto i = static_cast<size_t>((block * shape_.block_size + pos % shape_.block_size) *
                                            shape_.num_kv_heads * shape_.head_dim + e);
     switch (element_) {
-      case KvElement::kBF16: return bf16_to_float(cache_k16_[i]);
-      case KvElement::kE4M3: return e4m3_to_float(cache_k8_[i]);
-      case KvElement::kF32: break;
+      case KvCacheDtype::kBF16: return bf16_to_float(cache_k16_[i]);
+      case KvCacheDtype::kFP8: return e4m3_to_float(cache_k8_[i]);
+      case KvCacheDtype::kF32: break;
     }
     return cache_k_[i];
   }
@@ -221,11 +221,11 @@ class PagedHarness {
  private:
   KvCacheLayer layer() {
     switch (element_) {
-      case KvElement::kBF16:
+      case KvCacheDtype::kBF16:
         return KvCacheLayer{cache_k16_.data(), cache_v16_.data(), num_blocks_, shape_.block_size, element_};
-      case KvElement::kE4M3:
+      case KvCacheDtype::kFP8:
         return KvCacheLayer{cache_k8_.data(), cache_v8_.data(), num_blocks_, shape_.block_size, element_};
-      case KvElement::kF32: break;
+      case KvCacheDtype::kF32: break;
     }
     return KvCacheLayer{cache_k_.data(), cache_v_.data(), num_blocks_, shape_.block_size};
   }
@@ -236,7 +236,7 @@ class PagedHarness {
   std::vector<std::vector<int32_t>> tables_;
   std::vector<std::vector<float>> outputs_;
   std::vector<int64_t> progress_;
-  KvElement element_ = KvElement::kF32;
+  KvCacheDtype element_ = KvCacheDtype::kF32;
   std::vector<float> cache_k_, cache_v_, slopes_;
   std::vector<uint16_t> cache_k16_, cache_v16_;
   std::vector<uint8_t> cache_k8_, cache_v8_;
@@ -455,13 +455,13 @@ std::vector<Isa> isas_here() {
 
 // A narrow cache element and the value it stores for x.
 struct NarrowElement {
-  KvElement element;
+  KvCacheDtype element;
   const char* name;
   float (*round)(float);
 };
 const NarrowElement kNarrowElements[] = {
-    {KvElement::kBF16, "bf16", [](float x) { return bf16_to_float(float_to_bf16(x)); }},
-    {KvElement::kE4M3, "e4m3", [](float x) { return e4m3_to_float(float_to_e4m3(x)); }},
+    {KvCacheDtype::kBF16, "bf16", [](float x) { return bf16_to_float(float_to_bf16(x)); }},
+    {KvCacheDtype::kFP8, "e4m3", [](float x) { return e4m3_to_float(float_to_e4m3(x)); }},
 };
 
 TEST(Attention, NarrowCacheGivesTheBitsOfAnFp32CacheHoldingTheRoundedValues) {
@@ -526,7 +526,7 @@ TEST(Attention, NarrowCacheStoresRoundedValuesAndStaysCloseToTheReference) {
       // bf16 keeps 8 bits of mantissa, e4m3 4: the outputs move by about 2^-8 (2^-4) of their
       // scale, not more.
       expect_matches_reference(run.output(0), dense_reference(s, seq), 0,
-                               narrow.element == KvElement::kBF16 ? 2e-2 : 8e-2);
+                               narrow.element == KvCacheDtype::kBF16 ? 2e-2 : 8e-2);
       ASSERT_TRUE(isa_override(std::nullopt).is_ok());
     }
   }
@@ -551,7 +551,7 @@ TEST(Attention, E4m3CacheStoresEveryValueAsTheScalarConversionDoes) {
   for (Isa isa : isas_here()) {
     SCOPED_TRACE(std::string("isa ") + std::string(isa_name(isa)));
     ASSERT_TRUE(isa_override(isa).is_ok());
-    PagedHarness run(s, {&seq}, 1, KvElement::kE4M3);
+    PagedHarness run(s, {&seq}, 1, KvCacheDtype::kFP8);
     run.store_only(0, seq.len);
     for (int64_t pos = 0; pos < seq.len; ++pos) {
       for (int64_t e = 0; e < s.head_dim; ++e) {

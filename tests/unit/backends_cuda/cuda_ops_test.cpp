@@ -551,16 +551,16 @@ class TwoCaches {
   }
   cpu::KvCacheLayer host(int num_blocks, int block_size) {
     switch (cache_) {
-      case Cache::kBF16: return {h_[0].data(), h_[1].data(), num_blocks, block_size, cpu::KvElement::kBF16};
-      case Cache::kE4M3: return {b_[0].data(), b_[1].data(), num_blocks, block_size, cpu::KvElement::kE4M3};
+      case Cache::kBF16: return {h_[0].data(), h_[1].data(), num_blocks, block_size, cpu::KvCacheDtype::kBF16};
+      case Cache::kE4M3: return {b_[0].data(), b_[1].data(), num_blocks, block_size, cpu::KvCacheDtype::kFP8};
       case Cache::kF32: break;
     }
     return {f_[0].data(), f_[1].data(), num_blocks, block_size};
   }
   PagedKv device(int block_size, const int32_t* tables, int stride) const {
     switch (cache_) {
-      case Cache::kBF16: return {dh_[0]->get(), dh_[1]->get(), block_size, tables, stride, KvElement::kBF16};
-      case Cache::kE4M3: return {db_[0]->get(), db_[1]->get(), block_size, tables, stride, KvElement::kE4M3};
+      case Cache::kBF16: return {dh_[0]->get(), dh_[1]->get(), block_size, tables, stride, KvCacheDtype::kBF16};
+      case Cache::kE4M3: return {db_[0]->get(), db_[1]->get(), block_size, tables, stride, KvCacheDtype::kFP8};
       case Cache::kF32: break;
     }
     return {df_[0]->get(), df_[1]->get(), block_size, tables, stride};
@@ -732,9 +732,9 @@ TEST(CudaAttention, LongPrefillChunksMatchCpu) {
                             {2, 1, 32, 70, true}};
   for (const AttnCase& c : cases) check_attention(c, {150, 3, 0}, {100, 1, 170});
   // Over a bf16 or e4m3 cache the tensor-core kernel takes tiles of 128 rows, two row fragments a warp.
-  EXPECT_EQ(attention_mma_tile_rows(KvElement::kBF16), 128);
-  EXPECT_EQ(attention_mma_tile_rows(KvElement::kF32), 64);
-  EXPECT_EQ(attention_mma_tile_rows(KvElement::kE4M3), 128);
+  EXPECT_EQ(attention_mma_tile_rows(KvCacheDtype::kBF16), 128);
+  EXPECT_EQ(attention_mma_tile_rows(KvCacheDtype::kF32), 64);
+  EXPECT_EQ(attention_mma_tile_rows(KvCacheDtype::kFP8), 128);
   for (const AttnCase& c : cases) check_attention(c, {150, 3, 0}, {100, 1, 170}, Cache::kBF16);
 }
 

@@ -119,12 +119,12 @@ void check_qkv(const QkvCase& c, int64_t t = 37) {
     return count;
   };
   DeviceArray<uint16_t> dk16(layer), dv16(layer);
-  const PagedKv kv16{dk16.get(), dv16.get(), block_size, dtables.get(), stride, KvElement::kBF16};
+  const PagedKv kv16{dk16.get(), dv16.get(), block_size, dtables.get(), stride, KvCacheDtype::kBF16};
   launch_qkv_rope_store(dqkv.get(), ActivationType::kF32, t, shape, {dseq.get(), dpos.get()}, dinv.get(),
                         c.dynamic ? dseq.get() : nullptr, dq2.get(), nullptr, nullptr, kv16, nullptr);
   EXPECT_EQ(mismatches(dk16.download(), dv16.download(), float_to_bf16), 0) << "bf16 cache, " << what;
   DeviceArray<uint8_t> dk8(layer), dv8(layer);
-  const PagedKv kv8{dk8.get(), dv8.get(), block_size, dtables.get(), stride, KvElement::kE4M3};
+  const PagedKv kv8{dk8.get(), dv8.get(), block_size, dtables.get(), stride, KvCacheDtype::kFP8};
   launch_qkv_rope_store(dqkv.get(), ActivationType::kF32, t, shape, {dseq.get(), dpos.get()}, dinv.get(),
                         c.dynamic ? dseq.get() : nullptr, dq2.get(), nullptr, nullptr, kv8, nullptr);
   EXPECT_EQ(mismatches(dk8.download(), dv8.download(), float_to_e4m3), 0) << "e4m3 cache, " << what;
