@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_dequant.h"
 #include "backends/cuda/cuda_elementwise.h"
+#include "backends/cuda/cuda_gemm_dq.h"
 #include "backends/cuda/cuda_gemm_fp8.h"
 #include "backends/cuda/cuda_gemv.h"
 #include "backends/cuda/cuda_launch.cuh"
@@ -58,7 +59,7 @@ const CudaMatmulKernel& runnable(const CudaMatmulKernel& kernel, int64_t n, int6
 
 // The format the GEMM of a widened integer weight reads, and the bytes of the widened copy.
 ir::WeightFormat widened_format(const CudaMatmulKernel& kernel) {
-  return kernel.algo == CudaMatmulAlgo::kDequantGemm ? ir::WeightFormat::kF16 : ir::WeightFormat::kF32;
+  return kernel.algo == CudaMatmulAlgo::kDequantSgemm ? ir::WeightFormat::kF32 : ir::WeightFormat::kF16;
 }
 size_t widened_bytes(const CudaMatmulKernel& kernel, int64_t n, int64_t k) {
   return align_up(static_cast<size_t>(n * k) * (widened_format(kernel) == ir::WeightFormat::kF16 ? 2 : 4));
@@ -208,7 +209,11 @@ size_t matmul_scratch_bytes(const CudaMatmulKernel& named, int64_t m, int64_t n,
   if (cuda_matmul_kernel_is_gemv(kernel)) return 0;
   if (kernel.algo == CudaMatmulAlgo::kGemmFp8) return gemm_fp8_scratch_bytes(m, k);
   if (!is_dequant(kernel)) return gemm_scratch_bytes(kernel.format, mode_of(kernel), m, k);
-  return widened_bytes(kernel, n, k) + gemm_scratch_bytes(widened_format(kernel), mode_of(kernel), m, k);
+  const size_t widened =
+      widened_bytes(kernel, n, k) + gemm_scratch_bytes(widened_format(kernel), mode_of(kernel), m, k);
+  if (kernel.algo != CudaMatmulAlgo::kDequantGemm || kernel.format == ir::WeightFormat::kF8E4M3) return widened;
+  // Up to kGemmDqMaxRows rows: fp16 activations, then gemm_dq's partial sums.
+  return std::max(widened, align_up(static_cast<size_t>(m * k) * 2) + gemm_dq_scratch_bytes(m, n, k));
 }
 
 Status launch_matmul(const CudaMatmulKernel& named, cublasHandle_t handle, const float* x, int64_t m, int64_t k,
@@ -223,6 +228,13 @@ Status launch_matmul(const CudaMatmulKernel& named, cublasHandle_t handle, const
   const GemmActivations mode = mode_of(kernel);
   if (is_dequant(kernel)) {
     if (m <= 0 || n <= 0) return Status::ok();
+    if (kernel.algo == CudaMatmulAlgo::kDequantGemm && gemm_dq_fits(kernel.format, m, k, w)) {
+      // The activations rounded to fp16 into scratch, as gemm rounds them.
+      launch_split<__half>(x, m * k, 1, scratch, stream);
+      KILN_CUDA_RETURN_IF_LAUNCH_FAILED("activation conversion");
+      void* parts = static_cast<std::byte*>(scratch) + align_up(static_cast<size_t>(m * k) * 2);
+      return launch_gemm_dq(kernel.format, scratch, m, k, w, n, bias, y, parts, stream);
+    }
     const ir::WeightFormat wide = widened_format(kernel);
     launch_dequantize(kernel.format, w, n, k, scratch, wide == ir::WeightFormat::kF16, stream);
     KILN_CUDA_RETURN_IF_LAUNCH_FAILED("weight dequantisation");

@@ -19,8 +19,11 @@
 //               timing picks it;
 //   sgemm       the weight widened to fp32 (exact) into scratch, then cuBLAS SGEMM on fp32
 //               activations: listed first, what an untimed build takes;
-//   gemm        the weight widened to fp16 into scratch, then one tensor-core GEMM over
-//               activations rounded to fp16 (cuda_dequant.h).
+//   gemm        one tensor-core product over activations rounded to fp16: up to kGemmDqMaxRows
+//               rows (batched decode, short prompts) the weight widened a tile at a time in
+//               registers by a kernel of Kiln's own (cuda_gemm_dq.h), which reads each weight
+//               byte once; more rows (or shapes that kernel does not take) widen the whole weight
+//               to fp16 into scratch (cuda_dequant.h) for cuBLAS.
 // fp8 weights (f8: e4m3, one scale a weight) have gemv, sgemm and gemm as the integer formats,
 //   gemv_h2     batch-1 steps over activations rounded to fp16 in runs of 16, products in half2
 //               (the gemv_q8 of fp8: algorithm kGemvQ8); timing picks it;

@@ -18,7 +18,9 @@
 #include "base/half.h"
 #include "backends/cuda/cuda_elementwise.h"
 #include "backends/cuda/cuda_embedding.h"
+#include "backends/cuda/cuda_dequant.h"
 #include "backends/cuda/cuda_gemm.h"
+#include "backends/cuda/cuda_gemm_dq.h"
 #include "backends/cuda/cuda_gemv.h"
 #include "backends/cuda/cuda_matmul.h"
 #include "backends/cuda/cuda_norm.h"
@@ -364,6 +366,58 @@ TEST(CudaMatmul, EveryKernelMatchesDoubleReference) {
                                                                           : 2e-3;
         EXPECT_LE(rel_error(dy.download(), want), tol)
             << kern->name << " m " << s.m << " n " << s.n << " k " << s.k;
+      }
+    }
+  }
+  cublasDestroy(handle);
+}
+
+// The integer formats' gemm kernel: up to kGemmDqMaxRows rows, gemm_dq multiplies the operands of
+// the widened copy's cuBLAS product (the same fp16 activations and, for the group formats, the same
+// widened weights) in its own tiles, so only the order of the fp32 sums differs; i8c multiplies the
+// integers and scales the sums, where the copy rounds each s * q to fp16 (about 2^-12 of each
+// weight). More rows, and shapes gemm_dq does not take (an odd count of 128-groups), run as the
+// widened copy's product, bit for bit.
+TEST(CudaMatmul, IntegerGemmMatchesProductOfWidenedCopy) {
+  KILN_REQUIRE_GPU();
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  struct Shape {
+    int64_t m, n, k;
+  };
+  const Shape shapes[] = {{8, 200, 256}, {37, 128, 1024}, {64, 300, 512}, {3, 64, 256},
+                          {50, 33, 384}, {65, 64, 256},   {130, 77, 768}};
+  for (ir::WeightFormat f : {ir::WeightFormat::kI8Channel, ir::WeightFormat::kI8Group32, ir::WeightFormat::kI8Group128,
+                             ir::WeightFormat::kI4Group32, ir::WeightFormat::kI4Group128}) {
+    const auto kernels = cuda_matmul_kernels(f, 128);
+    ASSERT_EQ(kernels.size(), 2u);
+    const CudaMatmulKernel& gemm = *kernels[1];
+    ASSERT_EQ(gemm.algo, CudaMatmulAlgo::kDequantGemm);
+    for (const Shape& s : shapes) {
+      if (!ir::weight_format_fits(f, s.k)) continue;
+      const auto x = random_floats(static_cast<size_t>(s.m * s.k), 21);
+      const auto wf = random_floats(static_cast<size_t>(s.n * s.k), 22);
+      const auto bias = random_floats(static_cast<size_t>(s.n), 23);
+      std::vector<std::byte> w(static_cast<size_t>(s.n) * ir::weight_format_row_bytes(f, s.k));
+      ir::weight_quantize(f, wf.data(), s.n, s.k, w.data());
+      DeviceArray<float> dx(x), dbias(bias), want(static_cast<size_t>(s.m * s.n)), got(static_cast<size_t>(s.m * s.n));
+      DeviceArray<std::byte> dw(w), wide(static_cast<size_t>(s.n * s.k) * 2);
+      DeviceArray<std::byte> scratch(matmul_scratch_bytes(gemm, s.m, s.n, s.k) + 16);
+      launch_dequantize(f, dw.get(), s.n, s.k, wide.get(), /*to_half=*/true, nullptr);
+      ASSERT_TRUE(launch_gemm(handle, ir::WeightFormat::kF16, GemmActivations::kRounded, dx.get(), s.m, s.k, wide.get(),
+                              s.n, dbias.get(), want.get(), scratch.get(), nullptr));
+      ASSERT_TRUE(launch_matmul(gemm, handle, dx.get(), s.m, s.k, dw.get(), s.n, dbias.get(), got.get(),
+                                scratch.get(), nullptr));
+      const bool takes = gemm_dq_fits(f, s.m, s.k, dw.get());
+      const std::string what = std::string(gemm.name) + " m " + std::to_string(s.m) + " n " + std::to_string(s.n) +
+                               " k " + std::to_string(s.k);
+      // k in steps of 128; the 128-groups' rows also in an even number of blocks (4-byte aligned rows).
+      const bool g128 = f == ir::WeightFormat::kI4Group128 || f == ir::WeightFormat::kI8Group128;
+      EXPECT_EQ(takes, s.m <= kGemmDqMaxRows && s.k % (g128 ? 256 : 128) == 0) << what;
+      if (takes) {
+        EXPECT_LE(rel_error(got.download(), want.download()), f == ir::WeightFormat::kI8Channel ? 1e-3 : 2e-6) << what;
+      } else {
+        EXPECT_EQ(got.download(), want.download()) << what << " runs as the widened copy's product";
       }
     }
   }
