@@ -307,6 +307,22 @@ TEST(CudaRope, EveryTypeMatchesCpu) {
   }
 }
 
+// Random activations x [m, k], a weight [n, k] quantised to format f, and a bias [n], from seeds
+// seed, seed + 1 and seed + 2.
+struct MatmulOperands {
+  std::vector<float> x, bias;
+  std::vector<std::byte> w;
+};
+MatmulOperands random_matmul_operands(ir::WeightFormat f, int64_t m, int64_t n, int64_t k, uint32_t seed) {
+  MatmulOperands o;
+  o.x = random_floats(static_cast<size_t>(m * k), seed);
+  const auto wf = random_floats(static_cast<size_t>(n * k), seed + 1);
+  o.bias = random_floats(static_cast<size_t>(n), seed + 2);
+  o.w.resize(static_cast<size_t>(n) * ir::weight_format_row_bytes(f, k));
+  ir::weight_quantize(f, wf.data(), n, k, o.w.data());
+  return o;
+}
+
 // y = x . W^T in double from the stored (rounded) weights.
 std::vector<float> matmul_reference(const std::vector<float>& x, int64_t m, int64_t k, const std::vector<std::byte>& w,
                                     ir::WeightFormat f, int64_t n, const std::vector<float>& bias) {
@@ -338,11 +354,7 @@ TEST(CudaMatmul, EveryKernelMatchesDoubleReference) {
   for (ir::WeightFormat f : kRowFormats) {
     for (const Shape& s : shapes) {
       if (!ir::weight_format_fits(f, s.k)) continue;
-      const auto x = random_floats(static_cast<size_t>(s.m * s.k), 12);
-      const auto wf = random_floats(static_cast<size_t>(s.n * s.k), 13);
-      const auto bias = random_floats(static_cast<size_t>(s.n), 14);
-      std::vector<std::byte> w(static_cast<size_t>(s.n) * ir::weight_format_row_bytes(f, s.k));
-      ir::weight_quantize(f, wf.data(), s.n, s.k, w.data());
+      const auto [x, bias, w] = random_matmul_operands(f, s.m, s.n, s.k, 12);
       const auto want = matmul_reference(x, s.m, s.k, w, f, s.n, bias);
       DeviceArray<float> dx(x), dbias(bias), dy(static_cast<size_t>(s.m * s.n));
       DeviceArray<std::byte> dw(w);
@@ -395,11 +407,7 @@ TEST(CudaMatmul, IntegerGemmMatchesProductOfWidenedCopy) {
     ASSERT_EQ(gemm.algo, CudaMatmulAlgo::kDequantGemm);
     for (const Shape& s : shapes) {
       if (!ir::weight_format_fits(f, s.k)) continue;
-      const auto x = random_floats(static_cast<size_t>(s.m * s.k), 21);
-      const auto wf = random_floats(static_cast<size_t>(s.n * s.k), 22);
-      const auto bias = random_floats(static_cast<size_t>(s.n), 23);
-      std::vector<std::byte> w(static_cast<size_t>(s.n) * ir::weight_format_row_bytes(f, s.k));
-      ir::weight_quantize(f, wf.data(), s.n, s.k, w.data());
+      const auto [x, bias, w] = random_matmul_operands(f, s.m, s.n, s.k, 21);
       DeviceArray<float> dx(x), dbias(bias), want(static_cast<size_t>(s.m * s.n)), got(static_cast<size_t>(s.m * s.n));
       DeviceArray<std::byte> dw(w), wide(static_cast<size_t>(s.n * s.k) * 2);
       DeviceArray<std::byte> scratch(matmul_scratch_bytes(gemm, s.m, s.n, s.k) + 16);
@@ -473,11 +481,7 @@ TEST(CudaMatmul, GemvWithSwigluMatchesProductThenSilu) {
     for (const Shape& s : shapes) {
       if (!ir::weight_format_fits(f, s.k)) continue;
       const int64_t n = 2 * s.inter;
-      const auto x = random_floats(static_cast<size_t>(s.m * s.k), 33);
-      const auto wf = random_floats(static_cast<size_t>(n * s.k), 34);
-      const auto bias = random_floats(static_cast<size_t>(n), 35);
-      std::vector<std::byte> w(static_cast<size_t>(n) * ir::weight_format_row_bytes(f, s.k));
-      ir::weight_quantize(f, wf.data(), n, s.k, w.data());
+      const auto [x, bias, w] = random_matmul_operands(f, s.m, n, s.k, 33);
       const auto product = matmul_reference(x, s.m, s.k, w, f, n, bias);
       std::vector<float> want(static_cast<size_t>(s.m * s.inter));
       cpu::silu_mul(product.data(), s.m, s.inter, want.data());
