@@ -59,7 +59,7 @@ const CudaMatmulKernel& runnable(const CudaMatmulKernel& kernel, int64_t n, int6
 
 // The format the GEMM of a widened integer weight reads, and the bytes of the widened copy.
 ir::WeightFormat widened_format(const CudaMatmulKernel& kernel) {
-  return kernel.algo == CudaMatmulAlgo::kDequantSgemm ? ir::WeightFormat::kF32 : ir::WeightFormat::kF16;
+  return kernel.algo == CudaMatmulAlgo::kDequantGemm ? ir::WeightFormat::kF16 : ir::WeightFormat::kF32;
 }
 size_t widened_bytes(const CudaMatmulKernel& kernel, int64_t n, int64_t k) {
   return align_up(static_cast<size_t>(n * k) * (widened_format(kernel) == ir::WeightFormat::kF16 ? 2 : 4));

@@ -7,6 +7,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_launch.cuh"
+#include "backends/cuda/cuda_mma.cuh"
 #include "backends/cuda/cuda_quant.cuh"
 
 namespace kiln::cuda {
@@ -28,30 +29,6 @@ constexpr int kThreads = 256;
 constexpr int kLd = kDepth + 8;  // elements a shared row
 constexpr int kStageElems = (kRows + kCols) * kLd;
 constexpr size_t kSharedBytes = 2 * kStageElems * sizeof(__half);
-
-__device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, const uint32_t* b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// 16 bytes from global, or (read false) 16 zero bytes, into shared memory.
-__device__ __forceinline__ void cp_async_16(void* shared, const void* global, bool read) {
-  const auto s = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(global), "r"(read ? 16 : 0));
-}
-
-// Four 8 x 8 fp16 matrices from shared memory; lane l gives the address of row l % 8 of matrix l / 8.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const __half* p) {
-  const auto s = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 // Bytes b and b + 1 of u (each an unsigned value v) as the fp16 pair {v - bias, v' - bias}: placed
 // under the exponent of 1024, whose fp16 unit is 1, then the bias and 1024 subtracted (exact).
@@ -134,7 +111,7 @@ __device__ __forceinline__ void load_activations(const __half* x, int64_t m, int
     const int i = j * kThreads + static_cast<int>(threadIdx.x);
     const int r = i / kPieces, p = i % kPieces;
     const bool read = m0 + r < m;
-    cp_async_16(xs + r * kLd + 8 * p, read ? x + (m0 + r) * k + k0 + 8 * p : x, read);
+    cp_async16(xs + r * kLd + 8 * p, read ? x + (m0 + r) * k + k0 + 8 * p : x, read);
   }
   cp_async_commit();
 }
@@ -192,7 +169,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) mma_16816(acc[i][j], a[i], b[j]);
+        for (int j = 0; j < 4; ++j) Operand<__half>::mma(acc[i][j], a[i], b[j][0], b[j][1]);
       }
     }
   }
