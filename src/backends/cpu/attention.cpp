@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/simd_exp.h"
 #include "base/half.h"
 #include "base/status.h"
@@ -627,8 +628,7 @@ void attend_all(const float* q, int64_t q_stride, const AttentionBatch& batch,
   const int64_t heads_per_task = (group + splits - 1) / splits;
   const int64_t tasks_per_group = (group + heads_per_task - 1) / heads_per_task;
   const int64_t tasks = units * tasks_per_group;
-#pragma omp parallel if (tasks > 1)
-  {
+  parallel_region(tasks > 1, [&] {
     std::vector<float> scores;
     std::vector<float> acc;
     std::vector<double> sums;
@@ -649,7 +649,7 @@ void attend_all(const float* q, int64_t q_stride, const AttentionBatch& batch,
       t.lo = shape.sliding_window > 0 ? std::max<int64_t>(0, t.pos - shape.sliding_window + 1) : 0;
       attend_heads<Ops>(g, shape, q, q_stride, t, scores, acc, sums, runs, out);
     }
-  }
+  });
 }
 
 // Baichuan's slopes for a power of two n, evaluated in double as the Python original does:
@@ -704,8 +704,7 @@ void kv_cache_store(const float* k, int64_t k_stride, const float* v, int64_t v_
   const int64_t rows = qs[batch.num_seqs] - row_begin;
   // The slots are scattered over the pool and mostly out of cache: each row costs cache and TLB
   // misses rather than bandwidth, so the rows are shared among the threads.
-#pragma omp parallel for schedule(static) if (rows >= kParallelStoreRows)
-  for (int64_t i = row_begin; i < row_begin + rows; ++i) {
+  parallel_for(row_begin, row_begin + rows, rows >= kParallelStoreRows, [&](int64_t i) {
     const int64_t s = std::upper_bound(qs, qs + batch.num_seqs + 1, static_cast<int32_t>(i)) - qs - 1;
     const int64_t pos = batch.context_len[s] + (i - qs[s]);
     const int64_t block = batch.block_tables[s][pos / cache.block_size];
@@ -736,7 +735,7 @@ void kv_cache_store(const float* k, int64_t k_stride, const float* v, int64_t v_
       std::memcpy(static_cast<float*>(cache.k) + slot * kv_row, k + i * k_stride, row_bytes);
       std::memcpy(static_cast<float*>(cache.v) + slot * kv_row, v + i * v_stride, row_bytes);
     }
-  }
+  });
 }
 
 void attention(const float* q, int64_t q_stride, const float* k, int64_t k_stride, const float* v,

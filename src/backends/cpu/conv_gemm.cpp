@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/tensor_epilogue.h"
 
 namespace kiln::cpu {
@@ -273,8 +274,7 @@ void conv_gemm_f32(const float* w, const float* bias, const float* x, const int6
     chunk = ((s.M + chunks - 1) / chunks + step - 1) / step * step;
   }
   const int64_t chunks = (s.M + chunk - 1) / chunk;
-#pragma omp parallel
-  {
+  parallel_region(true, [&] {
     std::vector<float> col(taps != nullptr || s.window != nullptr ? static_cast<size_t>(s.K * kTile) : 0);
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tiles * chunks; ++task) {
@@ -309,7 +309,7 @@ void conv_gemm_f32(const float* w, const float* bias, const float* x, const int6
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace kiln::cpu

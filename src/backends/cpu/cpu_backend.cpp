@@ -13,6 +13,7 @@
 #include "backends/cpu/embedding.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/norm.h"
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/rope.h"
 #include "runtime/loaded_model.h"
 
@@ -246,14 +247,13 @@ Status CpuBackend::bind_nodes(const ir::Graph& graph) {
         const int64_t m = rows_of(out0, s);
         const float* x = in_f(b, 0);
         // A parallel region costs more than copying a few rows.
-#pragma omp parallel for schedule(static) if (m * width >= (int64_t{1} << 15))
-        for (int64_t r = 0; r < m; ++r) {
+        parallel_for(0, m, m * width >= (int64_t{1} << 15), [&](int64_t r) {
           int64_t col = 0;
           for (size_t j = 0; j < sizes.size(); ++j) {
             std::memcpy(out_f(b, j) + r * sizes[j], x + r * width + col, static_cast<size_t>(sizes[j]) * sizeof(float));
             col += sizes[j];
           }
-        }
+        });
       };
     } else if (op == "rope") {
       const RopeParams params = rope_params(node);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/simd_exp.h"
 
 namespace kiln::cpu {
@@ -39,48 +40,51 @@ void silu_row(const float* gate, const float* up, int64_t n, float* y) {
   for (; j < n; ++j) y[j] = up != nullptr ? silu_one(gate[j]) * up[j] : silu_one(gate[j]);
 }
 
-// silu() over a long vector runs in slices of this many elements, spread over the threads.
+// Long vectors run in slices of this many elements, spread over the threads.
 constexpr int64_t kSlice = 4096;
 
 }  // namespace
 
 void add(const float* a, const float* b, int64_t n, float* y) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+  parallel_for(0, (n + kSlice - 1) / kSlice, n >= kParallelMin, [&](int64_t s) {
+    const int64_t end = std::min(n, (s + 1) * kSlice);
+#pragma omp simd
+    for (int64_t i = s * kSlice; i < end; ++i) y[i] = a[i] + b[i];
+  });
 }
 
 void mul(const float* a, const float* b, int64_t n, float* y) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+  parallel_for(0, (n + kSlice - 1) / kSlice, n >= kParallelMin, [&](int64_t s) {
+    const int64_t end = std::min(n, (s + 1) * kSlice);
+#pragma omp simd
+    for (int64_t i = s * kSlice; i < end; ++i) y[i] = a[i] * b[i];
+  });
 }
 
 void silu(const float* x, int64_t n, float* y) {
   const int64_t slices = (n + kSlice - 1) / kSlice;
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t s = 0; s < slices; ++s) {
+  parallel_for(0, slices, n >= kParallelMin, [&](int64_t s) {
     const int64_t j0 = s * kSlice;
     silu_row(x + j0, nullptr, std::min(kSlice, n - j0), y + j0);
-  }
+  });
 }
 
 void gelu_tanh(const float* x, int64_t n, float* y) {
   // sqrt(2 / pi), rounded to fp32 as the Python constant is when it multiplies an fp32 tensor.
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   constexpr float kCubic = 0.044715f;
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
+  parallel_for(0, n, n >= kParallelMin, [&](int64_t i) {
     const float v = x[i];
     const float inner = kSqrt2OverPi * (v + kCubic * (v * v * v));
     y[i] = (0.5f * v) * (1.0f + std::tanh(inner));
-  }
+  });
 }
 
 void silu_mul(const float* x, int64_t m, int64_t inter, float* y) {
-#pragma omp parallel for schedule(static) if (m * inter >= kParallelMin)
-  for (int64_t i = 0; i < m; ++i) {
+  parallel_for(0, m, m * inter >= kParallelMin, [&](int64_t i) {
     const float* gate = x + i * 2 * inter;
     silu_row(gate, gate + inter, inter, y + i * inter);
-  }
+  });
 }
 
 }  // namespace kiln::cpu

@@ -11,6 +11,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "backends/cpu/parallel.h"
+
 namespace kiln::cpu::detail {
 
 // y[m, n] is cut into blocks of mb rows x nb columns; every block sweeps k in chunks of kc.
@@ -68,8 +70,7 @@ void matmul_parallel(int64_t m, int64_t n, const Blocking& b, Prologue&& prologu
   const int64_t bm = ceil_div(m, b.mb);
   const int64_t bn = ceil_div(n, b.nb);
   const int64_t tasks = bm * bn;
-#pragma omp parallel
-  {
+  parallel_region(true, [&] {
     if constexpr (!std::is_same_v<std::decay_t<Prologue>, NoPrologue>) {
       prologue();
 #pragma omp barrier
@@ -86,7 +87,7 @@ void matmul_parallel(int64_t m, int64_t n, const Blocking& b, Prologue&& prologu
 #pragma omp for schedule(static) nowait
       for (int64_t t = 0; t < tasks; ++t) run(t);
     }
-  }
+  });
 }
 
 template <class Body>

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "backends/cpu/parallel.h"
+
 namespace kiln::cpu {
 namespace {
 
@@ -37,8 +39,7 @@ double sum_squared_deviation(const float* x, int64_t n, double mean) {
 }  // namespace
 
 void rms_norm(const float* x, int64_t m, int64_t h, const float* weight, float eps, float* y) {
-#pragma omp parallel for schedule(static) if (m * h >= kParallelMin)
-  for (int64_t i = 0; i < m; ++i) {
+  parallel_for(0, m, m * h >= kParallelMin, [&](int64_t i) {
     const float* row = x + i * h;
     float* out = y + i * h;
     // HF: variance = mean(x^2) in fp32; x * rsqrt(variance + eps); then weight * that.
@@ -46,13 +47,12 @@ void rms_norm(const float* x, int64_t m, int64_t h, const float* weight, float e
     const float inv_rms = 1.0f / std::sqrt(variance + eps);
 #pragma omp simd
     for (int64_t j = 0; j < h; ++j) out[j] = weight[j] * (row[j] * inv_rms);
-  }
+  });
 }
 
 void layer_norm(const float* x, int64_t m, int64_t h, const float* weight, const float* bias,
                 float eps, float* y) {
-#pragma omp parallel for schedule(static) if (m * h >= kParallelMin)
-  for (int64_t i = 0; i < m; ++i) {
+  parallel_for(0, m, m * h >= kParallelMin, [&](int64_t i) {
     const float* row = x + i * h;
     float* out = y + i * h;
     // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
@@ -63,7 +63,7 @@ void layer_norm(const float* x, int64_t m, int64_t h, const float* weight, const
     const float inv_std = 1.0f / std::sqrt(variance + eps);
 #pragma omp simd
     for (int64_t j = 0; j < h; ++j) out[j] = (row[j] - mean) * inv_std * weight[j] + bias[j];
-  }
+  });
 }
 
 }  // namespace kiln::cpu

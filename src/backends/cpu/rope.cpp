@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "backends/cpu/parallel.h"
+
 namespace kiln::cpu {
 namespace {
 
@@ -166,15 +168,14 @@ void rope(const float* x, int64_t t, int64_t num_heads, int64_t head_dim, int64_
           const int32_t* positions, const float* inv_freq, float* y) {
   KILN_CHECK(rotary_dim % 2 == 0 && rotary_dim <= head_dim);
   const int64_t row_size = num_heads * head_dim;
-#pragma omp parallel if (rope_in_parallel(t, row_size))
-  {
+  parallel_region(rope_in_parallel(t, row_size), [&] {
     std::vector<float> cos_sin(static_cast<size_t>(rotary_dim));
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < t; ++i) {
       angles(positions[i], inv_freq, rotary_dim / 2, cos_sin.data());
       rotate_row(x + i * row_size, num_heads, head_dim, rotary_dim, cos_sin.data(), y + i * row_size);
     }
-  }
+  });
 }
 
 void RopeTable::grow(int64_t positions) {
@@ -183,10 +184,9 @@ void RopeTable::grow(int64_t positions) {
   const int64_t want = std::max(positions, 2 * have);
   const auto half = static_cast<int64_t>(inv_freq_.size());
   cos_sin_.resize(static_cast<size_t>(want * 2 * half));
-#pragma omp parallel for schedule(static) if (want - have >= 256)
-  for (int64_t p = have; p < want; ++p) {
+  parallel_for(have, want, want - have >= 256, [&](int64_t p) {
     angles(static_cast<int32_t>(p), inv_freq_.data(), half, cos_sin_.data() + p * 2 * half);
-  }
+  });
 }
 
 void rope(const float* x, int64_t t, int64_t num_heads, int64_t head_dim, const int32_t* positions,
@@ -200,10 +200,9 @@ void rope(const float* x, int64_t t, int64_t num_heads, int64_t head_dim, const 
   }
   table.grow(int64_t{last} + 1);
   const int64_t row_size = num_heads * head_dim;
-#pragma omp parallel for schedule(static) if (rope_in_parallel(t, row_size))
-  for (int64_t i = 0; i < t; ++i) {
+  parallel_for(0, t, rope_in_parallel(t, row_size), [&](int64_t i) {
     rotate_row(x + i * row_size, num_heads, head_dim, rotary_dim, table.row(positions[i]), y + i * row_size);
-  }
+  });
 }
 
 }  // namespace kiln::cpu

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/matmul_kernels.h"
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/tensor_kernel.h"
 #include "ir/packed_weight.h"
 
@@ -92,8 +93,7 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
   const float* vp = v.data<float>();
   float* yp = y.mutable_data<float>();
   const int64_t t_panels = ir::packed_panels(T), v_panels = ir::packed_panels(Dv);
-#pragma omp parallel
-  {
+  parallel_region(true, [&] {
     std::vector<float> k_panels(static_cast<size_t>(t_panels * D * ir::kPackedPanel)),
         vt_panels(static_cast<size_t>(v_panels * T * ir::kPackedPanel)), scores(static_cast<size_t>(S * T));
 #pragma omp for schedule(static)
@@ -131,7 +131,7 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
                 cols, nullptr, false);
       }
     }
-  }
+  });
   out[0] = std::move(y);
   return Status::ok();
 }

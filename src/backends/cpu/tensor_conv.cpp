@@ -22,6 +22,7 @@
 #include "backends/cpu/conv_geometry.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/matmul.h"
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/tensor_epilogue.h"
 #include "backends/cpu/tensor_kernel.h"
 
@@ -153,8 +154,7 @@ void depthwise_2d_f32(const float* x, const float* w, const float* bias, float* 
                      : isa >= Isa::kAvx2 ? depthwise_plane_avx2
                                          : depthwise_plane_baseline;
   const int64_t in_sp = g.in[0] * g.in[1], out_sp = g.out[0] * g.out[1], k_sp = g.kernel[0] * g.kernel[1];
-#pragma omp parallel
-  {
+  parallel_region(true, [&] {
     std::vector<float> pad(static_cast<size_t>(depthwise_padded_size(g)));
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < N; ++b) {
@@ -163,7 +163,7 @@ void depthwise_2d_f32(const float* x, const float* w, const float* bias, float* 
               ep, pad.data());
       }
     }
-  }
+  });
 }
 
 // y [N, M, out_sp] = conv_transpose(x [N, C, in_sp], w [C, M/group, k_sp]) + bias, in f32: per
@@ -183,8 +183,7 @@ void conv_transpose_f32(const float* x, const float* w, const float* bias, float
       conv_gemm_f32(wt.data(), nullptr, x + (b * d.C + gi * cg) * d.in_sp, nullptr, prod.data(),
                     {cols, cg, d.in_sp, 1, d.in_sp, nullptr}, ir::Epilogue{});
       float* yg = y + (b * d.M + gi * mg) * d.out_sp;
-#pragma omp parallel for schedule(static)
-      for (int64_t m = 0; m < mg; ++m) {
+      parallel_for(0, mg, true, [&](int64_t m) {
         float* ym = yg + m * d.out_sp;
         std::fill(ym, ym + d.out_sp, bias != nullptr ? bias[gi * mg + m] : 0.0f);
         for (int64_t ki = 0; ki < d.k_sp; ++ki) {
@@ -196,7 +195,7 @@ void conv_transpose_f32(const float* x, const float* w, const float* bias, float
           }
         }
         apply_epilogue_f32(ep, ym, d.out_sp);
-      }
+      });
     }
   }
 }
@@ -378,8 +377,7 @@ void pool_2d_f32(const float* x, float* y, int64_t NC, const Window& g, bool is_
   const int64_t ox_lo = std::min<int64_t>((pw + sw - 1) / sw, ow);
   const int64_t last = iw - 1 - (kw - 1) * dw + pw;  // the largest ox * sw whose window fits
   const int64_t ox_hi = last < 0 ? ox_lo : std::clamp<int64_t>(last / sw + 1, ox_lo, ow);
-#pragma omp parallel for schedule(static) if (NC * oh * ow * kh * kw > 65536)
-  for (int64_t nc = 0; nc < NC; ++nc) {
+  parallel_for(0, NC, NC * oh * ow * kh * kw > 65536, [&](int64_t nc) {
     const float* c = x + nc * ih * iw;
     float* yc = y + nc * oh * ow;
     auto one = [&](int64_t oy, int64_t ox) {
@@ -432,7 +430,7 @@ void pool_2d_f32(const float* x, float* y, int64_t NC, const Window& g, bool is_
         }
       }
     }
-  }
+  });
 }
 
 Status pool(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
@@ -449,8 +447,7 @@ Status pool(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
     Tensor y(DType::kF32, shape);
     const float* xp = x.data<float>();
     float* yp = y.mutable_data<float>();
-#pragma omp parallel for schedule(static) if (NC * in_sp > 65536)
-    for (int64_t nc = 0; nc < NC; ++nc) {
+    parallel_for(0, NC, NC * in_sp > 65536, [&](int64_t nc) {
       const float* c = xp + nc * in_sp;
       double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
       if (is_max) {
@@ -463,7 +460,7 @@ Status pool(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out)
         for (int64_t i = 0; i < in_sp; ++i) acc += static_cast<double>(c[i]);
       }
       yp[nc] = static_cast<float>(is_max ? acc : acc / static_cast<double>(std::max<int64_t>(in_sp, 1)));
-    }
+    });
     out[0] = std::move(y);
     return Status::ok();
   }

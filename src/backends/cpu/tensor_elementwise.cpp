@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/tensor_kernel.h"
 
 namespace kiln::cpu {
@@ -257,8 +258,7 @@ void f32_broadcast_blocks(const float* full, const float* part, const ir::Shape&
     stride[d] = pd[d] == 1 ? 0 : step;
     step *= pd[d];
   }
-#pragma omp parallel for schedule(static) if (outer * inner > (1 << 16) && outer > 1)
-  for (int64_t o = 0; o < outer; ++o) {
+  parallel_for(0, outer, outer * inner > (1 << 16) && outer > 1, [&](int64_t o) {
     int64_t off = 0;
     for (int64_t d = static_cast<int64_t>(s) - 1, rest = o; d >= 0; --d) {
       off += (rest % shape[static_cast<size_t>(d)]) * stride[static_cast<size_t>(d)];
@@ -273,7 +273,7 @@ void f32_broadcast_blocks(const float* full, const float* part, const ir::Shape&
       const float v = part[off];
       for (int64_t i = 0; i < inner; ++i) yo[i] = op(fo[i], v);
     }
-  }
+  });
 }
 
 // y = op(a, b) in f32 for the four arithmetic ops real models are full of; false for other ops.
@@ -286,8 +286,7 @@ void f32_binary(const Tensor& a, const Tensor& b, Tensor& y, Op op) {
   float* py = y.mutable_data<float>();
   const int64_t count = y.numel();
   if (a.shape() == y.shape() && b.shape() == y.shape()) {
-#pragma omp parallel for schedule(static) if (count > (1 << 16))
-    for (int64_t i = 0; i < count; ++i) py[i] = op(pa[i], pb[i]);
+    parallel_for(0, count, count > (1 << 16), [&](int64_t i) { py[i] = op(pa[i], pb[i]); });
   } else if (a.shape() == y.shape() && b.numel() == 1) {
     const float s = pb[0];
     for (int64_t i = 0; i < count; ++i) py[i] = op(pa[i], s);

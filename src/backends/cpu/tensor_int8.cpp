@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include "backends/cpu/conv_geometry.h"
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/qgemm_u8s8.h"
 #include "backends/cpu/tensor_epilogue.h"
 #include "backends/cpu/tensor_kernel.h"
@@ -204,8 +205,7 @@ Status qconv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out
   const int64_t tiles = (pl.out_sp + kQTile - 1) / kQTile, images = pl.N * pl.group;
   const int64_t chunk = rows_per_task(mg, tiles * images), chunks = (mg + chunk - 1) / chunk;
   const int64_t tasks = images * tiles * chunks;
-#pragma omp parallel
-  {
+  parallel_region(true, [&] {
     std::vector<uint8_t> packed(static_cast<size_t>(qgemm_pack_bytes(K)), 0);
     std::vector<uint8_t> rows(static_cast<size_t>(K * kQTile), 0);
     std::vector<const uint8_t*> row_ptrs;
@@ -230,7 +230,7 @@ Status qconv(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out
         }
       }
     }
-  }
+  });
   out[0] = std::move(y);
   return Status::ok();
 }
@@ -255,8 +255,7 @@ Status qmatmul(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& o
   const int64_t tiles = (R + kQTile - 1) / kQTile;
   const int64_t chunk = rows_per_task(N, tiles), chunks = (N + chunk - 1) / chunk;
   const int64_t k4n = (K + 3) / 4;
-#pragma omp parallel
-  {
+  parallel_region(true, [&] {
     std::vector<uint8_t> packed(static_cast<size_t>(qgemm_pack_bytes(K)), 0);
     float tile[4 * kQTile];
 #pragma omp for schedule(dynamic)
@@ -283,7 +282,7 @@ Status qmatmul(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& o
         }
       }
     }
-  }
+  });
   out[0] = std::move(y);
   return Status::ok();
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/tensor_kernel.h"
 
 namespace kiln::cpu {
@@ -135,8 +136,7 @@ void permute_copy(const std::byte* src, std::byte* dst, const Shape& shape, cons
   }
   const int64_t inner = shape.back(), inner_stride = strides.back();
   const int64_t rows = inner == 0 ? 0 : ir::shape_numel(shape) / inner;
-#pragma omp parallel for schedule(static) if (rows * inner > 65536)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(0, rows, rows * inner > 65536, [&](int64_t r) {
     int64_t rest = r, off = 0;
     for (size_t d = rank - 1; d-- > 0;) {
       off += rest % shape[d] * strides[d];
@@ -149,7 +149,7 @@ void permute_copy(const std::byte* src, std::byte* dst, const Shape& shape, cons
     } else {
       for (int64_t i = 0; i < inner; ++i) to[i] = from[i * inner_stride];
     }
-  }
+  });
 }
 
 Status transpose(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {

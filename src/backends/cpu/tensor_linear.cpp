@@ -17,6 +17,7 @@
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/gemm_packed.h"
 #include "backends/cpu/matmul.h"
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/tensor_epilogue.h"
 #include "backends/cpu/tensor_kernel.h"
 #include "ir/packed_weight.h"
@@ -262,15 +263,15 @@ Status det(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) 
 
 void transpose_f32(const float* src, float* dst, int64_t rows, int64_t cols) {
   constexpr int64_t kBlock = 32;
-#pragma omp parallel for schedule(static) if (rows * cols > 65536)
-  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+  parallel_for(0, (rows + kBlock - 1) / kBlock, rows * cols > 65536, [&](int64_t rb) {
+    const int64_t r0 = rb * kBlock;
     for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
       const int64_t r1 = std::min(rows, r0 + kBlock), c1 = std::min(cols, c0 + kBlock);
       for (int64_t r = r0; r < r1; ++r) {
         for (int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * cols + c];
       }
     }
-  }
+  });
 }
 
 void register_tensor_linear_kernels(TensorKernelTable& table) {

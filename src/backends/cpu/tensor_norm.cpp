@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/norm.h"
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/tensor_kernel.h"
 
 namespace kiln::cpu {
@@ -31,14 +32,13 @@ Status batch_norm(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>
     const int64_t planes = x.numel() / std::max<int64_t>(inner, 1);
     const float* xp = x.data<float>();
     float* yp = y.mutable_data<float>();
-#pragma omp parallel for schedule(static) if (x.numel() > (1 << 16))
-    for (int64_t pl = 0; pl < planes; ++pl) {
+    parallel_for(0, planes, x.numel() > (1 << 16), [&](int64_t pl) {
       const int64_t c = pl % C;
       const double s = ir::tensor_get_f64(*in[1], c) / std::sqrt(ir::tensor_get_f64(*in[4], c) + eps);
       const double t = ir::tensor_get_f64(*in[2], c) - ir::tensor_get_f64(*in[3], c) * s;
       const auto sf = static_cast<float>(s), tf = static_cast<float>(t);
       for (int64_t j = 0; j < inner; ++j) yp[pl * inner + j] = xp[pl * inner + j] * sf + tf;
-    }
+    });
     out[0] = std::move(y);
     return Status::ok();
   }

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/simd_exp.h"
 #include "backends/cpu/tensor_kernel.h"
 
@@ -299,8 +300,7 @@ Status nll_loss(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& 
 // parallel.
 void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t len) {
   const bool avx2 = isa_active() >= Isa::kAvx2;
-#pragma omp parallel for schedule(static) if (rows * len > (1 << 15))
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(0, rows, rows * len > (1 << 15), [&](int64_t r) {
     const float* xr = x + r * len;
     float* yr = y + r * len;
     float mx = -std::numeric_limits<float>::infinity();
@@ -316,7 +316,7 @@ void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t len) {
     }
     const auto inv = static_cast<float>(1.0 / sum);
     for (int64_t a = 0; a < len; ++a) yr[a] *= inv;
-  }
+  });
 }
 
 void register_tensor_reduce_kernels(TensorKernelTable& table) {

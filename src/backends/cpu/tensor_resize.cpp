@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/tensor_kernel.h"
 
 namespace kiln::cpu {
@@ -170,8 +171,7 @@ void gather_f32(const Tensor& x, const std::vector<std::vector<int64_t>>& src, T
   const float* xp = x.data<float>();
   float* yp = y.mutable_data<float>();
   const std::vector<int64_t>& last = src.back();
-#pragma omp parallel for schedule(static) if (y.numel() > (1 << 16))
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(0, rows, y.numel() > (1 << 16), [&](int64_t r) {
     int64_t off = 0, rest = r;
     for (size_t d = rank - 1; d-- > 0;) {
       const int64_t i = rest % out[d];
@@ -181,7 +181,7 @@ void gather_f32(const Tensor& x, const std::vector<std::vector<int64_t>>& src, T
     const float* xr = xp + off;
     float* yr = yp + r * cols;
     for (int64_t c = 0; c < cols; ++c) yr[c] = xr[last[static_cast<size_t>(c)]];
-  }
+  });
 }
 
 const Tensor* present(const TensorInputs& in, size_t i) {

@@ -1,5 +1,7 @@
 #include "llm/serving/engine.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -510,11 +512,10 @@ void ServingEngine::Impl::sample_all(std::span<const float> logits) {
     if (chunks[i].samples) ++choices;
   }
   const auto n = static_cast<int64_t>(chunks.size());
-#pragma omp parallel for schedule(dynamic, 4) if (choices * vocab >= kParallelSamplingLogits)
-  for (int64_t i = 0; i < n; ++i) {
+  const auto sample = [&](int64_t i) {
     const ScheduledChunk& chunk = chunks[static_cast<size_t>(i)];
     ChoiceState& c = static_cast<ChoiceState&>(*chunk.seq);
-    if (!chunk.samples || c.request->ended) continue;
+    if (!chunk.samples || c.request->ended) return;
     Sampled& out = sampled[static_cast<size_t>(i)];
     const size_t last = first_rows[static_cast<size_t>(i)] + logit_rows(chunk) - 1;
     try {
@@ -524,6 +525,14 @@ void ServingEngine::Impl::sample_all(std::span<const float> logits) {
     } catch (const std::exception& e) {
       out.token = Status(StatusCode::kInternal, std::string("internal error in the serving engine: ") + e.what());
     }
+  };
+  // A parallel region costs a system call even when an `if` clause keeps it to this thread, so
+  // small steps do not enter one.
+  if (choices * vocab >= kParallelSamplingLogits && omp_get_max_threads() > 1) {
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int64_t i = 0; i < n; ++i) sample(i);
+  } else {
+    for (int64_t i = 0; i < n; ++i) sample(i);
   }
 }
 
