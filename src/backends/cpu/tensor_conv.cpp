@@ -55,9 +55,12 @@ void conv_f32(const float* x, const float* w, const float* bias, float* y, const
 // depthwise_2d_f32 runs the planes in parallel and picks one.
 //
 // At unit stride along the rows, the plane is first copied into `pad` with its padding as zeros
-// (depthwise_padded_size floats), so that a run of kRun outputs sums every tap in registers with
-// no bounds to check, and is stored once. Otherwise each tap adds into the output row in turn,
-// over the outputs whose input lies inside the image. Both sum bias, then taps in order.
+// (depthwise_padded_size floats), so that a run of outputs (kRun, or 16 at a row's end) sums
+// every tap in registers with no bounds to check, and is stored once; kernel rows that fall on
+// padding rows only are skipped, as the general loop skips them (the late layers of small
+// networks have planes of two or three rows under kernels of five). Otherwise each tap adds into
+// the output row in turn, over the outputs whose input lies inside the image. Both sum bias, then
+// taps in order.
 constexpr int64_t kRun = 32;
 
 // The padded plane's row length and size (0 when the plane takes the general loop).
@@ -68,6 +71,24 @@ int64_t depthwise_padded_width(const Window& g) {
 int64_t depthwise_padded_size(const Window& g) {
   if (g.strides[1] != 1) return 0;
   return ((g.out[0] - 1) * g.strides[0] + (g.kernel[0] - 1) * g.dilations[0] + 1) * depthwise_padded_width(g);
+}
+
+// The first `count` of kN outputs from xr (the padded row of kernel row i0, column o0; kernel rows
+// row_step floats apart): bias, then the taps of kernel rows [i0, i1) in order.
+template <int64_t kN>
+__attribute__((always_inline)) inline void depthwise_run(const float* xr, int64_t row_step, const float* wc, float b0,
+                                                        int64_t i0, int64_t i1, int64_t kw, int64_t dw, float* out,
+                                                        int64_t count) {
+  float acc[kN];
+  for (int64_t t = 0; t < kN; ++t) acc[t] = b0;
+  for (int64_t i = i0; i < i1; ++i, xr += row_step) {
+    for (int64_t j = 0; j < kw; ++j) {
+      const float wv = wc[i * kw + j];
+      const float* xs = xr + j * dw;
+      for (int64_t t = 0; t < kN; ++t) acc[t] += xs[t] * wv;
+    }
+  }
+  std::copy(acc, acc + count, out);
 }
 
 __attribute__((always_inline)) inline void depthwise_plane(const float* xc, const float* wc, float b0, float* yc,
@@ -83,18 +104,19 @@ __attribute__((always_inline)) inline void depthwise_plane(const float* xc, cons
       if (row >= 0 && row < ih) std::copy(xc + row * iw, xc + row * iw + iw, pad + pr * W + pw);
     }
     for (int64_t r = 0; r < oh; ++r) {
+      // Kernel rows i over input rows: 0 <= r * sh + i * dh - ph < ih.
+      const int64_t top = ph - r * sh, bottom = ih - 1 + ph - r * sh;
+      int64_t i0 = top > 0 ? (top + dh - 1) / dh : 0;
+      int64_t i1 = bottom < 0 ? 0 : std::min(kh, bottom / dh + 1);
+      if (i1 <= i0) i0 = i1 = 0;  // a row over padding alone: the bias
+      const float* xr = pad + (r * sh + i0 * dh) * W;
       for (int64_t o0 = 0; o0 < ow; o0 += kRun) {
-        float acc[kRun];
-        for (int64_t t = 0; t < kRun; ++t) acc[t] = b0;
-        for (int64_t i = 0; i < kh; ++i) {
-          const float* xr = pad + (r * sh + i * dh) * W + o0;
-          for (int64_t j = 0; j < kw; ++j) {
-            const float wv = wc[i * kw + j];
-            const float* xs = xr + j * dw;
-            for (int64_t t = 0; t < kRun; ++t) acc[t] += xs[t] * wv;
-          }
+        const int64_t count = std::min(kRun, ow - o0);
+        if (count > kRun / 2) {
+          depthwise_run<kRun>(xr + o0, dh * W, wc, b0, i0, i1, kw, dw, yc + r * ow + o0, count);
+        } else {
+          depthwise_run<kRun / 2>(xr + o0, dh * W, wc, b0, i0, i1, kw, dw, yc + r * ow + o0, count);
         }
-        std::copy(acc, acc + std::min(kRun, ow - o0), yc + r * ow + o0);
       }
     }
     apply_epilogue_f32(ep, yc, oh * ow);

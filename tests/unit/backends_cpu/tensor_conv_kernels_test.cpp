@@ -122,6 +122,9 @@ TEST(ConvKernels, MatchTheDefinitionOverShapesEpiloguesAndIsas) {
       {{2, 6, 9, 8}, {6, 1, 5, 5}, {2, 1}, {2, 2, 2, 2}, {1, 1}, 6},           // depthwise 5x5, stride 2 down
       {{1, 3, 10, 45}, {3, 1, 3, 3}, {1, 1}, {2, 1, 0, 3}, {2, 2}, 3},         // depthwise, dilated, uneven pads
       {{1, 4, 7, 20}, {4, 1, 3, 3}, {1, 2}, {1, 1, 1, 1}, {1, 1}, 4},          // depthwise, stride 2 across
+      {{2, 5, 2, 48}, {5, 1, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 5},          // depthwise, plane shorter than the kernel
+      {{1, 3, 3, 20}, {3, 1, 5, 5}, {2, 1}, {2, 2, 2, 2}, {1, 1}, 3},          // the same, stride 2 down, one short run
+      {{1, 2, 4, 37}, {2, 1, 3, 3}, {1, 1}, {4, 1, 0, 1}, {1, 1}, 2},          // depthwise, rows over padding alone
       {{2, 4, 131}, {6, 4, 3}, {2}, {1, 1}, {1}, 1},                           // 1-D: the tap table
       {{2, 2, 4, 5, 6}, {3, 2, 2, 3, 2}, {1, 2, 1}, {0, 1, 1, 1, 0, 0}, {1, 1, 2}, 1},  // 3-D
       {{1, 8, 5, 6}, {42, 8, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},          // one tile: channels split among threads
