@@ -9,11 +9,10 @@
 #include <omp.h>
 
 #include <cstdint>
-#include <utility>
 
 namespace kiln::cpu {
 
-// Whether a region worth running in parallel should start one: more than one thread to run it.
+// Whether to enter an OpenMP region: the work is worth splitting and there is more than one thread.
 inline bool parallel_worthwhile(bool parallel) { return parallel && omp_get_max_threads() > 1; }
 
 // Calls body() once on every OpenMP thread of a new region when `parallel` (and there is more than
