@@ -66,6 +66,42 @@ TEST(TokenEmitter, GreedyFastPathAgreesWithTheSampler) {
   }
 }
 
+TEST(TokenEmitter, GreedyPicksTheFirstLargestIdAtEveryRowLength) {
+  // Row lengths that leave a tail after the vectors' whole steps, and the largest value placed in
+  // the tail, in the body, tied across both, and absent (every logit -inf or NaN: the sampler's
+  // error).
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (size_t n : {size_t{1}, size_t{5}, size_t{63}, size_t{64}, size_t{65}, size_t{1000}, kVocab - 27}) {
+    for (int c = 0; c < 6; ++c) {
+      SamplingParams p = greedy(100);
+      p.ignore_eos = true;
+      TokenEmitter emitter(p, {}, demo_tokenizer(), false, {}, 1000);
+      std::vector<float> row(n);
+      for (float& v : row) v = normal(rng);
+      if (c == 1) row[n - 1] = 100.0f;                          // the last id, in the tail
+      if (c == 2) row[n / 2] = row[n - 1] = 100.0f;             // a tie between body and tail
+      if (c == 3) row[0] = std::numeric_limits<float>::quiet_NaN();
+      if (c == 4) std::fill(row.begin(), row.end(), -std::numeric_limits<float>::infinity());
+      if (c == 5) std::fill(row.begin(), row.end(), std::numeric_limits<float>::quiet_NaN());
+      int32_t expected = -1;
+      for (size_t i = 0; i < n; ++i) {
+        if (row[i] > (expected < 0 ? -std::numeric_limits<float>::infinity() : row[static_cast<size_t>(expected)])) {
+          expected = static_cast<int32_t>(i);
+        }
+      }
+      RequestEvent event;
+      auto token = emitter.step(row, event);
+      if (expected < 0) {
+        EXPECT_FALSE(token) << "n " << n << " case " << c;
+        continue;
+      }
+      ASSERT_TRUE(token) << token.status().message();
+      EXPECT_EQ(*token, expected) << "n " << n << " case " << c;
+    }
+  }
+}
+
 TEST(TokenEmitter, EndsAtTheEnginesMaximumLength) {
   SamplingParams p = greedy(10);
   p.ignore_eos = true;
