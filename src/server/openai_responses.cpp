@@ -87,22 +87,37 @@ std::string stream_end_events(const GenerationPlan& plan, const llm::RequestUsag
 // dump_json of the object (keys in its sorted order, no spaces), which the tests check.
 std::string json_string(std::string_view s) { return dump_json(json(std::string(s))); }
 
-std::string finish_text(llm::FinishReason r) { return dump_json(finish_json(r)); }
+std::string finish_text(llm::FinishReason r) {
+  return r == llm::FinishReason::kNone ? std::string("null") : json_string(llm::finish_reason_name(r));
+}
 
-// `choice` holds the choice object's members; the chunk's own members follow it.
-std::string chunk_event(const GenerationPlan& plan, const std::string& choice, std::string_view object) {
-  std::string j = "{\"choices\":[{";
-  j += choice;
-  j += "}],\"created\":";
-  j += std::to_string(plan.created);
-  j += ",\"id\":";
-  j += json_string(plan.id);
-  j += ",\"model\":";
-  j += json_string(plan.model);
-  j += ",\"object\":\"";
-  j += object;
-  j += plan.include_usage ? "\",\"usage\":null}" : "\"}";
-  return sse_event(j);
+// The members that close every plain chunk of one stream (created, id, model, object and, when
+// asked, a null usage), written once a stream.
+class ChunkTail {
+ public:
+  const std::string& get(const GenerationPlan& plan, std::string_view object) {
+    if (tail_.empty()) {
+      tail_ = "}],\"created\":" + std::to_string(plan.created) + ",\"id\":" + json_string(plan.id) +
+              ",\"model\":" + json_string(plan.model) + ",\"object\":\"" + std::string(object) +
+              (plan.include_usage ? "\",\"usage\":null}" : "\"}");
+    }
+    return tail_;
+  }
+
+ private:
+  std::string tail_;
+};
+
+// One chunk's event: `choice` holds the choice object's members, `tail` the chunk's own.
+std::string chunk_event(std::string_view choice, const std::string& tail) {
+  static constexpr std::string_view kHead = "data: {\"choices\":[{", kEnd = "\n\n";
+  std::string out;
+  out.reserve(kHead.size() + choice.size() + tail.size() + kEnd.size());
+  out += kHead;
+  out += choice;
+  out += tail;
+  out += kEnd;
+  return out;
 }
 
 class CompletionFormat : public ResponseFormat {
@@ -111,24 +126,21 @@ class CompletionFormat : public ResponseFormat {
 
   std::string stream_chunk(const GenerationPlan& plan, const ChoiceState& c, const PromptState& prompt,
                            std::string_view text, std::span<const llm::TokenInfo> tokens, bool first) override {
+    const bool echo = first && plan.echo;
     std::string out_text;
-    std::vector<llm::TokenInfo> out_tokens;
-    if (first && plan.echo) {
-      out_text = plan.prompt_texts[c.request];
-      out_tokens = prompt.tokens;
-    }
-    if (!plan.discard_generated) {
-      out_text += text;
-      out_tokens.insert(out_tokens.end(), tokens.begin(), tokens.end());
-    }
+    if (echo) out_text = plan.prompt_texts[c.request];
+    if (!plan.discard_generated) out_text += text;
     const llm::FinishReason finish =
         plan.discard_generated && c.finish != llm::FinishReason::kNone ? llm::FinishReason::kLength : c.finish;
     if (plan.logprobs < 0) {
       std::string members = "\"finish_reason\":" + finish_text(finish) + ",\"index\":" + std::to_string(c.index) +
                             ",\"logprobs\":null,\"stop_reason\":" + (c.stop_string ? json_string(*c.stop_string) : "null") +
                             ",\"text\":" + json_string(out_text);
-      return chunk_event(plan, members, "text_completion");
+      return chunk_event(members, tail_.get(plan, "text_completion"));
     }
+    std::vector<llm::TokenInfo> out_tokens;
+    if (echo) out_tokens = prompt.tokens;
+    if (!plan.discard_generated) out_tokens.insert(out_tokens.end(), tokens.begin(), tokens.end());
     json choice = {{"index", c.index}, {"text", out_text}, {"logprobs", nullptr},
                    {"finish_reason", finish_json(finish)},
                    {"stop_reason", c.stop_string ? json(*c.stop_string) : json(nullptr)}};
@@ -170,6 +182,7 @@ class CompletionFormat : public ResponseFormat {
 
  private:
   const ServedModel& m_;
+  ChunkTail tail_;
 };
 
 class ChatFormat : public ResponseFormat {
@@ -182,7 +195,7 @@ class ChatFormat : public ResponseFormat {
       std::string members = "\"delta\":{\"content\":" + json_string(text) + (first ? ",\"role\":\"assistant\"}" : "}") +
                             ",\"finish_reason\":" + finish_text(c.finish) + ",\"index\":" + std::to_string(c.index) +
                             ",\"logprobs\":null";
-      return chunk_event(plan, members, "chat.completion.chunk");
+      return chunk_event(members, tail_.get(plan, "chat.completion.chunk"));
     }
     json delta = json::object();
     if (first) delta["role"] = "assistant";
@@ -221,6 +234,7 @@ class ChatFormat : public ResponseFormat {
 
  private:
   const ServedModel& m_;
+  ChunkTail tail_;
 };
 
 json model_json(const ServedModel& m) {

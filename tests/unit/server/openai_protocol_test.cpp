@@ -359,6 +359,9 @@ TEST(OpenAiResponses, DirectStreamChunksAreTheSerialisedObjects) {
         json::parse(R"({"messages": [{"role": "user", "content": "Hi"}], "stream": true)" + opts + "}"), demo(), "req");
     const GenerationPlan& chat = std::get<GenerationPlan>(r);
     GenerationPlan comp = completion(R"({"prompt": "It is", "stream": true)" + opts + "}");
+    // One format a stream, as a request has: every chunk after the first reuses what it wrote once.
+    const auto chat_format = make_chat_format(demo());
+    const auto comp_format = make_completion_format(demo());
     for (const std::string& text : texts) {
       for (llm::FinishReason finish : finishes) {
         for (bool first : {false, true}) {
@@ -376,7 +379,7 @@ TEST(OpenAiResponses, DirectStreamChunksAreTheSerialisedObjects) {
                                                                             ? json(nullptr)
                                                                             : json(llm::finish_reason_name(finish))}}})}};
           if (usage) chat_want["usage"] = nullptr;
-          EXPECT_EQ(make_chat_format(demo())->stream_chunk(chat, c, PromptState{}, text, {}, first),
+          EXPECT_EQ(chat_format->stream_chunk(chat, c, PromptState{}, text, {}, first),
                     "data: " + dump_json(chat_want) + "\n\n");
           json comp_want = {{"id", comp.id}, {"object", "text_completion"}, {"created", comp.created},
                             {"model", comp.model},
@@ -384,7 +387,7 @@ TEST(OpenAiResponses, DirectStreamChunksAreTheSerialisedObjects) {
                                                       {"finish_reason", chat_want["choices"][0]["finish_reason"]},
                                                       {"stop_reason", c.stop_string ? json(*c.stop_string) : json(nullptr)}}})}};
           if (usage) comp_want["usage"] = nullptr;
-          EXPECT_EQ(make_completion_format(demo())->stream_chunk(comp, c, PromptState{}, text, {}, first),
+          EXPECT_EQ(comp_format->stream_chunk(comp, c, PromptState{}, text, {}, first),
                     "data: " + dump_json(comp_want) + "\n\n");
         }
       }
