@@ -110,14 +110,10 @@ class ChunkTail {
 
 // One chunk's event: `choice` holds the choice object's members, `tail` the chunk's own.
 std::string chunk_event(std::string_view choice, const std::string& tail) {
-  static constexpr std::string_view kHead = "data: {\"choices\":[{", kEnd = "\n\n";
-  std::string out;
-  out.reserve(kHead.size() + choice.size() + tail.size() + kEnd.size());
-  out += kHead;
-  out += choice;
-  out += tail;
-  out += kEnd;
-  return out;
+  std::string j = "{\"choices\":[{";
+  j += choice;
+  j += tail;
+  return sse_event(j);
 }
 
 class CompletionFormat : public ResponseFormat {

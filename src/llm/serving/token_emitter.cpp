@@ -82,7 +82,8 @@ __attribute__((target("avx512f"))) int32_t first_argmax_avx512(std::span<const f
 // The first index of the largest value, or -1 when none is above -inf; NaN never wins. Lanes
 // keep their own best (the first in the lane) and are merged by value and then by lowest index,
 // which gives that answer however the values are dealt to lanes: greedy decoding scans the whole
-// vocabulary for every token.
+// vocabulary for every token. AVX-512 is taken when the CPU has it, whatever the CPU backend's
+// ISA override says (llm/ does not depend on backends/): both paths give the same token.
 int32_t first_argmax(std::span<const float> x) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   return avx512 ? first_argmax_avx512(x) : first_argmax_portable(x);
