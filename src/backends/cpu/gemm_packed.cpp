@@ -18,12 +18,30 @@ constexpr int64_t kChunk = 256;    // column positions of k a pass over the row 
 constexpr int64_t kBlockRows = 192;  // rows of a task at most: their chunk of x stays in L2
 constexpr int64_t kGroupPanels = 8;  // panels of a task at most
 
+// The weights a task reads after panel p0's chunk [c0, c0 + kc) of its panels [j0, j1): the next
+// panel's chunk, or after the last panel the first one's next chunk (none after the last chunk).
+// Its first pass would otherwise wait on memory: a chunk is 32 KiB, eight 4 KiB pages at which
+// the hardware prefetchers start again.
+detail::PrefetchLines next_chunk(const float* packed, int64_t k, int64_t j0, int64_t j1, int64_t p0, int64_t c0,
+                                 int64_t kc) {
+  const int64_t line_floats = 16;
+  if (p0 + ir::kPackedPanel < j1) {
+    return {packed + (p0 / ir::kPackedPanel + 1) * k * ir::kPackedPanel + c0 * ir::kPackedPanel,
+            kc * ir::kPackedPanel / line_floats};
+  }
+  if (c0 + kc < k) {
+    return {packed + (j0 / ir::kPackedPanel) * k * ir::kPackedPanel + (c0 + kc) * ir::kPackedPanel,
+            std::min(kChunk, k - c0 - kc) * ir::kPackedPanel / line_floats};
+  }
+  return {};
+}
+
 }  // namespace
 
 namespace detail {
 
 void float_panel_rows_portable(const float* x, int64_t ldx, int64_t rows, const float* wf, int64_t k, float* y,
-                               int64_t ldy, int cols, const float* bias, bool accumulate) {
+                               int64_t ldy, int cols, const float* bias, bool accumulate, PrefetchLines /*prefetch*/) {
   for (int64_t i = 0; i < rows; ++i) {
     float acc[ir::kPackedPanel] = {};
     for (int j = 0; j < cols && accumulate; ++j) acc[j] = y[i * ldy + j];
@@ -74,10 +92,14 @@ void gemm_packed_f32(const float* x, int64_t m, int64_t k, const float* packed, 
       for (int64_t p0 = j0; p0 < j1; p0 += ir::kPackedPanel) {
         const int cols = static_cast<int>(std::min<int64_t>(ir::kPackedPanel, j1 - p0));
         const float* wf = packed + (p0 / ir::kPackedPanel) * k * ir::kPackedPanel + c0 * ir::kPackedPanel;
+        const detail::PrefetchLines next = next_chunk(packed, k, j0, j1, p0, c0, kc);
+        const int64_t tiles = detail::ceil_div(i1 - i0, kTileRows);
         for (int64_t i = i0; i < i1; i += kTileRows) {
           const int64_t rows = std::min(kTileRows, i1 - i);
           float* yt = y + i * n + p0;
-          rows_fn(x + i * k + c0, k, rows, wf, kc, yt, n, cols, last && bias != nullptr ? bias + p0 : nullptr, c0 > 0);
+          // The row tiles share out the next chunk's lines.
+          rows_fn(x + i * k + c0, k, rows, wf, kc, yt, n, cols, last && bias != nullptr ? bias + p0 : nullptr, c0 > 0,
+                  detail::prefetch_share(next, (i - i0) / kTileRows, tiles));
           if (last && !ep.empty()) {
             for (int64_t r = 0; r < rows; ++r) apply_epilogue_f32(ep, yt + r * n, cols);
           }

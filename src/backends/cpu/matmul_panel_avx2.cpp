@@ -216,7 +216,7 @@ namespace kiln::cpu::detail {
 // See matmul_kernels.h. Each half of the 32 columns runs 6 x 2 tiles; a half with fewer than 16
 // columns goes through a scratch tile (the tiles load and store whole vectors).
 void float_panel_rows_avx2(const float* x, int64_t ldx, int64_t rows, const float* wf, int64_t k, float* y,
-                           int64_t ldy, int cols, const float* bias, bool accumulate) {
+                           int64_t ldy, int cols, const float* bias, bool accumulate, PrefetchLines /*prefetch*/) {
   using avx2::kPanel;
   using avx2::kTileRows;
   using L = avx2::PanelF32Packed;

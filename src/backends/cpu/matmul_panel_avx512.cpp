@@ -91,9 +91,10 @@ void convert_float_chunk(const std::byte* w, size_t panel_bytes, int np, int64_t
 
 // y[0:MR, 0:16 NZ] (+)= x[0:MR, 0:kc] · wf, wf = [kc][32] floats; `accumulate` adds to y,
 // `bias` (may be null) is added before the store; the last vector stores only `last` lanes.
+// The first prefetch.lines column positions each ask for one line of `prefetch` into L2.
 template <int MR, int NZ>
 void float_tile(const float* x, int64_t ldx, const float* wf, int64_t kc, float* y, int64_t ldy, bool accumulate,
-                const float* bias, __mmask16 last) {
+                const float* bias, __mmask16 last, detail::PrefetchLines prefetch) {
   __m512 acc[MR][NZ];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
@@ -104,6 +105,7 @@ void float_tile(const float* x, int64_t ldx, const float* wf, int64_t kc, float*
     }
   }
   for (int64_t i = 0; i < kc; ++i) {
+    if (i < prefetch.lines) _mm_prefetch(reinterpret_cast<const char*>(prefetch.first + 16 * i), _MM_HINT_T1);
     __m512 wv[NZ];
 #pragma GCC unroll 2
     for (int z = 0; z < NZ; ++z) wv[z] = _mm512_loadu_ps(wf + i * kFloatLd + 16 * z);
@@ -128,11 +130,11 @@ void float_tile(const float* x, int64_t ldx, const float* wf, int64_t kc, float*
 
 template <int MR, int NZ>
 void float_tile_edge(int mr, const float* x, int64_t ldx, const float* wf, int64_t kc, float* y, int64_t ldy,
-                     bool accumulate, const float* bias, __mmask16 last) {
+                     bool accumulate, const float* bias, __mmask16 last, detail::PrefetchLines prefetch = {}) {
   if constexpr (MR > 1) {
-    if (mr < MR) return float_tile_edge<MR - 1, NZ>(mr, x, ldx, wf, kc, y, ldy, accumulate, bias, last);
+    if (mr < MR) return float_tile_edge<MR - 1, NZ>(mr, x, ldx, wf, kc, y, ldy, accumulate, bias, last, prefetch);
   }
-  float_tile<MR, NZ>(x, ldx, wf, kc, y, ldy, accumulate, bias, last);
+  float_tile<MR, NZ>(x, ldx, wf, kc, y, ldy, accumulate, bias, last, prefetch);
 }
 
 }  // namespace
@@ -142,15 +144,19 @@ namespace kiln::cpu::detail {
 
 // See matmul_kernels.h.
 void float_panel_rows_avx512(const float* x, int64_t ldx, int64_t rows, const float* wf, int64_t k, float* y,
-                             int64_t ldy, int cols, const float* bias, bool accumulate) {
+                             int64_t ldy, int cols, const float* bias, bool accumulate, PrefetchLines prefetch) {
   using avx512::kFloatTileRows;
   const __mmask16 last = static_cast<__mmask16>((1u << (cols > 16 ? cols - 16 : cols)) - 1u);
+  const int64_t tiles = ceil_div(rows, kFloatTileRows);
   for (int64_t i = 0; i < rows; i += kFloatTileRows) {
     const int mr = static_cast<int>(std::min<int64_t>(kFloatTileRows, rows - i));
+    const PrefetchLines share = prefetch_share(prefetch, i / kFloatTileRows, tiles);
     if (cols > 16) {
-      avx512::float_tile_edge<kFloatTileRows, 2>(mr, x + i * ldx, ldx, wf, k, y + i * ldy, ldy, accumulate, bias, last);
+      avx512::float_tile_edge<kFloatTileRows, 2>(mr, x + i * ldx, ldx, wf, k, y + i * ldy, ldy, accumulate, bias, last,
+                                                 share);
     } else {
-      avx512::float_tile_edge<kFloatTileRows, 1>(mr, x + i * ldx, ldx, wf, k, y + i * ldy, ldy, accumulate, bias, last);
+      avx512::float_tile_edge<kFloatTileRows, 1>(mr, x + i * ldx, ldx, wf, k, y + i * ldy, ldy, accumulate, bias, last,
+                                                 share);
     }
   }
 }

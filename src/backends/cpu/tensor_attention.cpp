@@ -105,7 +105,7 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
       for (int64_t c = 0; c < t_panels; ++c) {
         const int cols = static_cast<int>(std::min<int64_t>(ir::kPackedPanel, T - c * ir::kPackedPanel));
         rows_fn(qp + oq[static_cast<size_t>(p)] * S * D, D, S, k_panels.data() + c * D * ir::kPackedPanel, D,
-                scores.data() + c * ir::kPackedPanel, T, cols, nullptr, false);
+                scores.data() + c * ir::kPackedPanel, T, cols, nullptr, false, {});
       }
       if (mask != nullptr) {
         const float* mp = mask->data<float>() + mask_row0(p);
@@ -128,7 +128,7 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
       for (int64_t c = 0; c < v_panels; ++c) {
         const int cols = static_cast<int>(std::min<int64_t>(ir::kPackedPanel, Dv - c * ir::kPackedPanel));
         rows_fn(scores.data(), T, S, vt_panels.data() + c * T * ir::kPackedPanel, T, yo + c * ir::kPackedPanel, Dv,
-                cols, nullptr, false);
+                cols, nullptr, false, {});
       }
     }
   });
