@@ -3,12 +3,16 @@
 # Kiln against ONNX Runtime (onnxruntime-node, bench/ort_time.mjs) on this machine's CPU with the
 # same thread counts. First both run batch 8 once and the largest difference of their outputs is
 # printed. Each round drops the model and the engine from the page cache, then times both in
-# turn; the summary gives the medians of the rounds' means and their ratio.
+# turn; the summary gives the medians of the rounds' means and their ratio. With KILN_BASE, a
+# second kiln build runs the same engine in each round too (the engine dropped from the page
+# cache before each), for a before/after comparison.
 # Needs python3-onnx and python3-numpy, and onnxruntime-node from tests/onnx/models/setup.sh.
-#   [KILN=build/ci/kiln] [KILN_ONNX_MODELS_DIR=build/ci/onnx_models] [ROUNDS=3] [THREADS="1 2"] bench/bert_cpu_vs_ort.sh
+#   [KILN=build/ci/kiln] [KILN_BASE=other/kiln] [KILN_ONNX_MODELS_DIR=build/ci/onnx_models] [ROUNDS=3]
+#   [THREADS="1 2"] bench/bert_cpu_vs_ort.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kiln=${KILN:-build/ci/kiln}
+base=${KILN_BASE:-}
 export KILN_ONNX_MODELS_DIR=${KILN_ONNX_MODELS_DIR:-build/ci/onnx_models}
 rounds=${ROUNDS:-3}
 threads=${THREADS:-"1 2"}
@@ -39,24 +43,33 @@ k, o = np.load(sys.argv[1]), np.load(sys.argv[2])
 print(f'last_hidden_state {list(k.shape)}: largest difference {np.abs(k - o).max():.2e} (largest value {np.abs(o).max():.2f})')
 " "$work/out/last_hidden_state.npy" "$work/ort/last_hidden_state.npy"
 results=$(mktemp)
+# The mean of one kiln build's runs of batch $2 on $3 threads ($4 of them).
+kiln_mean() {
+  # shellcheck disable=SC2046
+  "$1" eval "$work/bert_base.kiln" $(kiln_feeds "$2") --outputs-dir "$work/out" --repeat "$4" --threads "$3" 2>&1 |
+    sed -n 's/.*mean \([0-9.]*\) ms.*/\1/p'
+}
 for round in $(seq "$rounds"); do
   dd if="$work/bert_base.onnx" iflag=nocache count=0 status=none
-  dd if="$work/bert_base.kiln" iflag=nocache count=0 status=none
   for b in 1 8; do
     repeat=$(( b == 1 ? 20 : 5 ))
     for t in $threads; do
-      # shellcheck disable=SC2046
-      k=$("$kiln" eval "$work/bert_base.kiln" $(kiln_feeds "$b") \
-            --outputs-dir "$work/out" --repeat "$repeat" --threads "$t" 2>&1 | sed -n 's/.*mean \([0-9.]*\) ms.*/\1/p')
+      dd if="$work/bert_base.kiln" iflag=nocache count=0 status=none
+      k=$(kiln_mean "$kiln" "$b" "$t" "$repeat")
+      kb=-
+      if [ -n "$base" ]; then
+        dd if="$work/bert_base.kiln" iflag=nocache count=0 status=none
+        kb=$(kiln_mean "$base" "$b" "$t" "$repeat")
+      fi
       # shellcheck disable=SC2046
       o=$(node bench/ort_time.mjs "$work/bert_base.onnx" "$t" "$repeat" $(feeds "$b") 2>/dev/null |
             sed -n 's/.*mean \([0-9.]*\) ms.*/\1/p')
-      echo "round $round batch $b threads $t: kiln $k ms, onnxruntime $o ms"
-      echo "$b $t $k $o" >> "$results"
+      echo "round $round batch $b threads $t: kiln $k ms, onnxruntime $o ms${base:+, kiln base $kb ms}"
+      echo "$b $t $k $o $kb" >> "$results"
     done
   done
 done
-echo "medians of the rounds' means (batch, threads: kiln, onnxruntime, kiln / onnxruntime):"
+echo "medians of the rounds' means (batch, threads: kiln, onnxruntime, kiln / onnxruntime${base:+; kiln base, base / kiln}):"
 # The median over the rounds of column $3 of the results for batch $1 and $2 threads.
 median() {
   awk -v b="$1" -v t="$2" -v c="$3" '$1 == b && $2 == t { print $c }' "$results" | sort -g |
@@ -66,7 +79,12 @@ for b in 1 8; do
   for t in $threads; do
     km=$(median "$b" "$t" 3)
     om=$(median "$b" "$t" 4)
-    awk -v b="$b" -v t="$t" -v k="$km" -v o="$om" 'BEGIN { printf "  batch %d, %d threads: %.1f ms, %.1f ms, %.2fx\n", b, t, k, o, k / o }'
+    awk -v b="$b" -v t="$t" -v k="$km" -v o="$om" 'BEGIN { printf "  batch %d, %d threads: %.1f ms, %.1f ms, %.2fx", b, t, k, o, k / o }'
+    if [ -n "$base" ]; then
+      bm=$(median "$b" "$t" 5)
+      awk -v k="$km" -v m="$bm" 'BEGIN { printf "; %.1f ms, %.2fx", m, m / k }'
+    fi
+    echo
   done
 done
 rm -f "$results"
