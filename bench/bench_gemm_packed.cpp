@@ -48,7 +48,8 @@ void run(benchmark::State& state, const Shape& s, int64_t m, Kind kind) {
   const std::vector<float> wt = random_floats(static_cast<size_t>(s.n * s.k), 2);
   const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 3);
   const int64_t packed_floats = ir::packed_panels(s.n) * s.k * ir::kPackedPanel;
-  const int64_t copies = kind == Kind::kPackedCold ? std::max<int64_t>(2, (int64_t{256} << 20) / (4 * packed_floats)) : 1;
+  const int64_t copies =
+      kind == Kind::kPackedCold ? std::max<int64_t>(2, (int64_t{256} << 20) / (4 * packed_floats)) : 1;
   std::vector<ir::Tensor> p;
   for (int64_t c = 0; c < copies; ++c) {
     p.emplace_back(ir::DType::kF32, std::vector<int64_t>{packed_floats});

@@ -2,10 +2,10 @@
 # BERT-base (bench/bert_base_onnx.py: 12 layers, random weights) at sequence 128, batch 1 and 8,
 # Kiln against ONNX Runtime (onnxruntime-node, bench/ort_time.mjs) on this machine's CPU with the
 # same thread counts. First both run batch 8 once and the largest difference of their outputs is
-# printed. Each round drops the model and the engine from the page cache, then times both in
-# turn; the summary gives the medians of the rounds' means and their ratio. With KILN_BASE, a
-# second kiln build runs the same engine in each round too (the engine dropped from the page
-# cache before each), for a before/after comparison.
+# printed. Each round drops the model from the page cache, and the engine before every kiln run,
+# then times both in turn; the summary gives the medians of the rounds' means and their ratio.
+# With KILN_BASE, a second kiln build runs the same engine in each round too, for a before/after
+# comparison.
 # Needs python3-onnx and python3-numpy, and onnxruntime-node from tests/onnx/models/setup.sh.
 #   [KILN=build/ci/kiln] [KILN_BASE=other/kiln] [KILN_ONNX_MODELS_DIR=build/ci/onnx_models] [ROUNDS=3]
 #   [THREADS="1 2"] bench/bert_cpu_vs_ort.sh

@@ -24,14 +24,14 @@ constexpr int64_t kGroupPanels = 8;  // panels of a task at most
 // the hardware prefetchers start again.
 detail::PrefetchLines next_chunk(const float* packed, int64_t k, int64_t j0, int64_t j1, int64_t p0, int64_t c0,
                                  int64_t kc) {
-  const int64_t line_floats = 16;
+  constexpr int64_t kLine = detail::PrefetchLines::kLineFloats;
   if (p0 + ir::kPackedPanel < j1) {
     return {packed + (p0 / ir::kPackedPanel + 1) * k * ir::kPackedPanel + c0 * ir::kPackedPanel,
-            kc * ir::kPackedPanel / line_floats};
+            kc * ir::kPackedPanel / kLine};
   }
   if (c0 + kc < k) {
     return {packed + (j0 / ir::kPackedPanel) * k * ir::kPackedPanel + (c0 + kc) * ir::kPackedPanel,
-            std::min(kChunk, k - c0 - kc) * ir::kPackedPanel / line_floats};
+            std::min(kChunk, k - c0 - kc) * ir::kPackedPanel / kLine};
   }
   return {};
 }

@@ -16,9 +16,10 @@ std::span<const MatmulKernel> matmul_kernels_avx512_float();  // matmul_avx512.c
 std::span<const MatmulKernel> matmul_kernels_avx512_panel();  // matmul_panel_avx512.cpp
 std::span<const MatmulKernel> matmul_kernels_avx512bf16();    // matmul_bf16dot_avx512.cpp
 
-// Cache lines (16 floats each, from `first`) that a call should ask the cache for while it
-// computes: the weights the caller reads next. Only a request; results never depend on it.
+// Cache lines (kLineFloats floats each, from `first`) that a call should ask the cache for while
+// it computes: the weights the caller reads next. Only a request; results never depend on it.
 struct PrefetchLines {
+  static constexpr int64_t kLineFloats = 16;  // a 64-byte line
   const float* first = nullptr;
   int64_t lines = 0;
 };
@@ -26,7 +27,8 @@ struct PrefetchLines {
 // Part `t` of `parts` of p's lines, in order: the row tiles of one chunk share its prefetches.
 inline PrefetchLines prefetch_share(PrefetchLines p, int64_t t, int64_t parts) {
   const int64_t l0 = p.lines * t / parts;
-  return p.first == nullptr ? PrefetchLines{} : PrefetchLines{p.first + 16 * l0, p.lines * (t + 1) / parts - l0};
+  return p.first == nullptr ? PrefetchLines{}
+                            : PrefetchLines{p.first + PrefetchLines::kLineFloats * l0, p.lines * (t + 1) / parts - l0};
 }
 
 // y[0:rows, 0:cols] = (y if accumulate, else 0) + x[0:rows, 0:k] · wf (+ bias[0:cols]), cols <= 32,

@@ -105,7 +105,9 @@ void float_tile(const float* x, int64_t ldx, const float* wf, int64_t kc, float*
     }
   }
   for (int64_t i = 0; i < kc; ++i) {
-    if (i < prefetch.lines) _mm_prefetch(reinterpret_cast<const char*>(prefetch.first + 16 * i), _MM_HINT_T1);
+    if (i < prefetch.lines) {
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch.first + detail::PrefetchLines::kLineFloats * i), _MM_HINT_T1);
+    }
     __m512 wv[NZ];
 #pragma GCC unroll 2
     for (int z = 0; z < NZ; ++z) wv[z] = _mm512_loadu_ps(wf + i * kFloatLd + 16 * z);
