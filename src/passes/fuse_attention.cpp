@@ -8,6 +8,12 @@
 // probabilities must have no other reader, and neither MatMul may carry a bias, an activation or
 // a shift. Runs after fuse_epilogues, so that a Div or Mul of the scores by a constant is already
 // the first MatMul's scale.
+//
+// Exporters split the heads with Transposes around it: q = Transpose(qs, perm [0, 2, 1, 3]),
+// kt = Transpose(ks, [0, 2, 3, 1]), v = Transpose(vs, [0, 2, 1, 3]) of [batch, positions, heads,
+// head size] tensors, and y back with Transpose(y, [0, 2, 1, 3]). When all four are there and
+// only the attention reads the first three, they go too: the node reads qs, ks and vs and writes
+// [batch, positions, heads, head size] itself {kiln.layout = "bshd"}.
 #include "ir/epilogue.h"
 #include "passes/pass.h"
 #include "passes/pattern.h"
@@ -37,11 +43,52 @@ bool softmax_over_last_axis(const Graph& g, const Node& n) {
   return x.shape_known && axis == static_cast<int64_t>(x.shape.size()) - 1;
 }
 
+// The input of node i when it is a Transpose with permutation `perm`.
+std::optional<ValueId> transposed_from(const Graph& g, int64_t i, const std::vector<int64_t>& perm) {
+  if (i < 0) return std::nullopt;
+  const Node& n = g.nodes()[static_cast<size_t>(i)];
+  if (n.op != "Transpose" || n.inputs.size() != 1 || n.attr_ints("perm") != perm) return std::nullopt;
+  return n.inputs[0];
+}
+
+// The node that writes `id`, or -1.
+int64_t producer(const Graph& g, ValueId id) {
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    for (ValueId o : g.nodes()[i].outputs) {
+      if (o == id) return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
+}
+
+// Absorbs the head-splitting Transposes around the kiln.Attention node at `at` (see the top of
+// the file); returns whether it did.
+bool absorb_head_transposes(Graph& g, size_t at, std::vector<bool>& dead) {
+  static const std::vector<int64_t> kHeads = {0, 2, 1, 3}, kKeys = {0, 2, 3, 1};
+  const Node& att = g.nodes()[at];
+  const int64_t tq = producer(g, att.inputs[0]), tk = producer(g, att.inputs[1]), tv = producer(g, att.inputs[2]);
+  const auto qs = transposed_from(g, tq, kHeads), ks = transposed_from(g, tk, kKeys), vs = transposed_from(g, tv, kHeads);
+  const int64_t ty = sole_reader(g, att.outputs[0], "Transpose");
+  if (!qs || !ks || !vs || ty < 0 || !transposed_from(g, ty, kHeads)) return false;
+  if (tq == tk || tq == tv || tk == tv) return false;
+  for (const int64_t t : {tq, tk, tv}) {
+    if (only_reader(g, g.nodes()[static_cast<size_t>(t)].outputs[0]) != static_cast<int64_t>(at)) return false;
+  }
+  Node& a = g.nodes()[at];
+  a.inputs[0] = *qs;
+  a.inputs[1] = *ks;
+  a.inputs[2] = *vs;
+  a.outputs[0] = g.nodes()[static_cast<size_t>(ty)].outputs[0];
+  a.attrs["kiln.layout"] = std::string("bshd");
+  for (const int64_t t : {tq, tk, tv, ty}) kill_node(g, static_cast<size_t>(t), dead);
+  return true;
+}
+
 }  // namespace
 
 Status run_fuse_attention(ir::Graph& graph, const PassContext& ctx) {
   std::vector<bool> dead(graph.nodes().size(), false);
-  size_t fused = 0;
+  size_t fused = 0, heads = 0;
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
     if (dead[i]) continue;
     const auto scale = plain_matmul(graph.nodes()[i]);
@@ -82,9 +129,14 @@ Status run_fuse_attention(ir::Graph& graph, const PassContext& ctx) {
     out_mm.attrs = {{"scale", *scale}};
     for (size_t a : absorbed) kill_node(graph, a, dead);
     ++fused;
+    if (absorb_head_transposes(graph, static_cast<size_t>(oi), dead)) ++heads;
   }
   erase_nodes(graph, dead);
   if (fused > 0) ctx.note("fuse_attention: " + std::to_string(fused) + " MatMul-Softmax-MatMul chains became kiln.Attention");
+  if (heads > 0) {
+    ctx.note("fuse_attention: " + std::to_string(heads) + " of them read and write [batch, positions, heads, head size] (" +
+             std::to_string(4 * heads) + " Transposes removed)");
+  }
   return Status::ok();
 }
 

@@ -3,9 +3,13 @@
 //   q [..., S, D], kt [..., D, T] (keys already transposed, as the graph's MatMul read them),
 //   v [..., T, Dv], mask (optional, f32, broadcast to [..., S, T], added to the scores):
 //   y [..., S, Dv] = softmax(scale * q kt + mask, over T) v
-// The leading dimensions broadcast as MatMul's do. Each (batch, head) matrix of scores exists only
-// while its rows are normalised and multiplied by v; the two products run on the f32 panel
-// kernel of the packed GEMM (gemm_packed.h), kt and v packed into panels per matrix. f32 only.
+// The leading dimensions broadcast as MatMul's do. With {kiln.layout = "bshd"} (the build absorbed
+// the exporter's head-splitting Transposes) the operands are q [B, S, H, D], k [B, T, H, D] (not
+// transposed), v [B, T, H, Dv] and y [B, S, H, Dv], the mask broadcast to [B, H, S, T]: each
+// head's rows are read and written where they lie, H * D apart.
+// Each (batch, head) matrix of scores exists only while its rows are normalised and multiplied by
+// v; the two products run on the f32 panel kernel of the packed GEMM (gemm_packed.h), kt and v
+// packed into panels per matrix. f32 only.
 #include <algorithm>
 
 #include "backends/cpu/cpu_isa.h"
@@ -21,18 +25,37 @@ using ir::DType;
 using ir::Shape;
 using ir::Tensor;
 
-// The packed-panel layout (ir/packed_weight.h) of w [k, n], row-major: panel c row r holds
-// w[r, 32c .. 32c + 31], the columns past n zero.
-void pack_panels(const float* w, int64_t k, int64_t n, float* dst) {
+// The packed-panel layout (ir/packed_weight.h) of w [k, n], its rows ldw apart: panel c row r
+// holds w[r, 32c .. 32c + 31], the columns past n zero.
+void pack_panels(const float* w, int64_t ldw, int64_t k, int64_t n, float* dst) {
   for (int64_t c = 0; c < ir::packed_panels(n); ++c) {
     const int64_t c0 = c * ir::kPackedPanel, cols = std::min<int64_t>(ir::kPackedPanel, n - c0);
     for (int64_t r = 0; r < k; ++r) {
       float* d = dst + (c * k + r) * ir::kPackedPanel;
-      std::copy(w + r * n + c0, w + r * n + c0 + cols, d);
+      std::copy(w + r * ldw + c0, w + r * ldw + c0 + cols, d);
       std::fill(d + cols, d + ir::kPackedPanel, 0.0f);
     }
   }
 }
+
+// The same panels of w^T [k, n] from w [n, k], its rows ldw apart (keys as they lie, [T, D]).
+void pack_panels_transposed(const float* w, int64_t ldw, int64_t k, int64_t n, float* dst) {
+  const int64_t panels = ir::packed_panels(n);
+  std::fill(dst, dst + panels * k * ir::kPackedPanel, 0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    float* d = dst + (j / ir::kPackedPanel) * k * ir::kPackedPanel + j % ir::kPackedPanel;
+    const float* row = w + j * ldw;
+    for (int64_t r = 0; r < k; ++r) d[r * ir::kPackedPanel] = row[r];
+  }
+}
+
+// Where one (batch, head) matrix of an operand lies: element (i, j) of matrix p at
+// base[p] + i * ld + j (for the keys in the "bshd" layout, element (d, t) of kt at
+// base[p] + t * ld + d).
+struct Operand {
+  std::vector<int64_t> base;
+  int64_t ld = 0;
+};
 
 Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
   const Tensor &q = *in[0], &kt = *in[1], &v = *in[2];
@@ -41,15 +64,56 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
       (mask != nullptr && mask->dtype() != DType::kF32)) {
     return tensor_error(n, "q, kt, v and the mask must be f32");
   }
-  if (q.rank() < 2 || kt.rank() < 2 || v.rank() < 2) return tensor_error(n, "q, kt and v must have rank >= 2");
-  const int64_t S = q.shape()[q.rank() - 2], D = q.shape().back(), T = kt.shape().back(), Dv = v.shape().back();
-  if (kt.shape()[kt.rank() - 2] != D || v.shape()[v.rank() - 2] != T) {
-    return tensor_error(n, "q " + ir::shape_to_string(q.shape()) + ", kt " + ir::shape_to_string(kt.shape()) +
-                               " and v " + ir::shape_to_string(v.shape()) + " do not chain");
+  const bool bshd = n.attr_str("kiln.layout") == "bshd";
+  int64_t S = 0, D = 0, T = 0, Dv = 0;
+  Shape batch;
+  Operand oq, ok, ov, oy;
+  if (bshd) {
+    if (q.rank() != 4 || kt.rank() != 4 || v.rank() != 4) return tensor_error(n, "q, k and v must have rank 4");
+    const int64_t B = q.shape()[0], H = q.shape()[2];
+    S = q.shape()[1];
+    D = q.shape()[3];
+    T = kt.shape()[1];
+    Dv = v.shape()[3];
+    if (kt.shape() != Shape{B, T, H, D} || v.shape() != Shape{B, T, H, Dv}) {
+      return tensor_error(n, "q " + ir::shape_to_string(q.shape()) + ", k " + ir::shape_to_string(kt.shape()) +
+                                 " and v " + ir::shape_to_string(v.shape()) + " are not [batch, positions, heads, size]"
+                                 " of one batch and head count");
+    }
+    batch = {B, H};
+    for (int64_t p = 0; p < B * H; ++p) {
+      const int64_t b = p / H, h = p % H;
+      oq.base.push_back((b * S * H + h) * D);
+      ok.base.push_back((b * T * H + h) * D);
+      ov.base.push_back((b * T * H + h) * Dv);
+      oy.base.push_back((b * S * H + h) * Dv);
+    }
+    oq.ld = ok.ld = H * D;
+    ov.ld = oy.ld = H * Dv;
+  } else {
+    if (q.rank() < 2 || kt.rank() < 2 || v.rank() < 2) return tensor_error(n, "q, kt and v must have rank >= 2");
+    S = q.shape()[q.rank() - 2];
+    D = q.shape().back();
+    T = kt.shape().back();
+    Dv = v.shape().back();
+    if (kt.shape()[kt.rank() - 2] != D || v.shape()[v.rank() - 2] != T) {
+      return tensor_error(n, "q " + ir::shape_to_string(q.shape()) + ", kt " + ir::shape_to_string(kt.shape()) +
+                                 " and v " + ir::shape_to_string(v.shape()) + " do not chain");
+    }
+    const Shape qb(q.shape().begin(), q.shape().end() - 2), kb(kt.shape().begin(), kt.shape().end() - 2);
+    const Shape vb(v.shape().begin(), v.shape().end() - 2);
+    KILN_ASSIGN_OR_RETURN(batch, tensor_broadcast_shape(n, {qb, kb, vb}));
+    oq.base = tensor_broadcast_offsets(qb, batch);
+    ok.base = tensor_broadcast_offsets(kb, batch);
+    ov.base = tensor_broadcast_offsets(vb, batch);
+    for (int64_t& o : oq.base) o *= S * D;
+    for (int64_t& o : ok.base) o *= D * T;
+    for (int64_t& o : ov.base) o *= T * Dv;
+    for (size_t p = 0; p < oq.base.size(); ++p) oy.base.push_back(static_cast<int64_t>(p) * S * Dv);
+    oq.ld = D;
+    ok.ld = T;
+    ov.ld = oy.ld = Dv;
   }
-  const Shape qb(q.shape().begin(), q.shape().end() - 2), kb(kt.shape().begin(), kt.shape().end() - 2);
-  const Shape vb(v.shape().begin(), v.shape().end() - 2);
-  KILN_ASSIGN_OR_RETURN(Shape batch, tensor_broadcast_shape(n, {qb, kb, vb}));
   Shape scores_shape = batch;
   scores_shape.push_back(S);
   scores_shape.push_back(T);
@@ -75,14 +139,15 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
     }
     return at;
   };
-  const std::vector<int64_t> oq = tensor_broadcast_offsets(qb, batch), ok = tensor_broadcast_offsets(kb, batch);
-  const std::vector<int64_t> ov = tensor_broadcast_offsets(vb, batch);
-  Shape shape = batch;
-  shape.push_back(S);
-  shape.push_back(Dv);
+  const Shape shape = bshd ? Shape{batch[0], S, batch[1], Dv} : [&] {
+    Shape s = batch;
+    s.push_back(S);
+    s.push_back(Dv);
+    return s;
+  }();
   Tensor y = Tensor::uninitialized(DType::kF32, shape);  // each (batch, head) writes its rows
   const auto scale = static_cast<float>(n.attr_float("scale", 1.0));
-  const int64_t batches = static_cast<int64_t>(oq.size());
+  const int64_t batches = static_cast<int64_t>(oq.base.size());
   if (y.numel() == 0) {
     out[0] = std::move(y);
     return Status::ok();
@@ -100,11 +165,16 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
     for (int64_t p = 0; p < batches; ++p) {
       // kt [D, T] and v [T, Dv] are the right-hand operands as they lie: their panels are runs
       // of 32 columns of their rows.
-      pack_panels(kp + ok[static_cast<size_t>(p)] * D * T, D, T, k_panels.data());
-      pack_panels(vp + ov[static_cast<size_t>(p)] * T * Dv, T, Dv, vt_panels.data());
+      const auto at = static_cast<size_t>(p);
+      if (bshd) {
+        pack_panels_transposed(kp + ok.base[at], ok.ld, D, T, k_panels.data());
+      } else {
+        pack_panels(kp + ok.base[at], ok.ld, D, T, k_panels.data());
+      }
+      pack_panels(vp + ov.base[at], ov.ld, T, Dv, vt_panels.data());
       for (int64_t c = 0; c < t_panels; ++c) {
         const int cols = static_cast<int>(std::min<int64_t>(ir::kPackedPanel, T - c * ir::kPackedPanel));
-        rows_fn(qp + oq[static_cast<size_t>(p)] * S * D, D, S, k_panels.data() + c * D * ir::kPackedPanel, D,
+        rows_fn(qp + oq.base[at], oq.ld, S, k_panels.data() + c * D * ir::kPackedPanel, D,
                 scores.data() + c * ir::kPackedPanel, T, cols, nullptr, false, {});
       }
       if (mask != nullptr) {
@@ -124,10 +194,10 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
         for (int64_t i = 0; i < S * T; ++i) scores[static_cast<size_t>(i)] *= scale;
       }
       softmax_rows_f32(scores.data(), scores.data(), S, T);
-      float* yo = yp + p * S * Dv;
+      float* yo = yp + oy.base[at];
       for (int64_t c = 0; c < v_panels; ++c) {
         const int cols = static_cast<int>(std::min<int64_t>(ir::kPackedPanel, Dv - c * ir::kPackedPanel));
-        rows_fn(scores.data(), T, S, vt_panels.data() + c * T * ir::kPackedPanel, T, yo + c * ir::kPackedPanel, Dv,
+        rows_fn(scores.data(), T, S, vt_panels.data() + c * T * ir::kPackedPanel, T, yo + c * ir::kPackedPanel, oy.ld,
                 cols, nullptr, false, {});
       }
     }

@@ -292,6 +292,64 @@ TEST(FuseGraph, MatMulSoftmaxMatMulBecomesOneAttentionNode) {
   }
 }
 
+// Attention between the exporters' head-splitting Transposes: q and v [B, S, H, D] -> [B, H, S, D],
+// k -> [B, H, D, T], the output back to [B, S, H, Dv]. The Transposes go into the node, which then
+// reads and writes [B, S, H, D] as they lie (with and without a padding mask over [B, H, S, T]).
+TEST(FuseGraph, HeadSplittingTransposesGoIntoTheAttentionNode) {
+  for (const bool with_mask : {false, true}) {
+    SCOPED_TRACE(with_mask ? "with a mask" : "without a mask");
+    Builder b;
+    const ir::ValueId qs = b.input("q", {2, 5, 3, 8}), ks = b.input("k", {2, 37, 3, 8}), vs = b.input("v", {2, 37, 3, 4});
+    const auto transpose = [&](ir::ValueId x, std::vector<int64_t> perm) {
+      return b.node("Transpose", {x}, {{"perm", std::move(perm)}});
+    };
+    const ir::ValueId q = transpose(qs, {0, 2, 1, 3}), kt = transpose(ks, {0, 2, 3, 1}), v = transpose(vs, {0, 2, 1, 3});
+    ir::ValueId s = b.node("Mul", {b.node("MatMul", {q, kt}), b.scalar(0.35f)});
+    if (with_mask) s = b.node("Add", {s, b.input("mask", {2, 1, 1, 37})});
+    const ir::ValueId p = b.node("Softmax", {s}, {{"axis", int64_t{-1}}});
+    b.g.outputs() = {b.node("Relu", {transpose(b.node("MatMul", {p, v}), {0, 2, 1, 3})})};
+    std::map<std::string, ir::Tensor> in = {{"q", random_tensor({2, 5, 3, 8}, 1, -2, 2)},
+                                            {"k", random_tensor({2, 37, 3, 8}, 2, -2, 2)},
+                                            {"v", random_tensor({2, 37, 3, 4}, 3)}};
+    if (with_mask) {
+      ir::Tensor mask = random_tensor({2, 1, 1, 37}, 4, -3, 3);
+      for (int64_t i = 0; i < mask.numel(); i += 5) mask.mutable_data<float>()[i] = -1e9f;
+      in["mask"] = mask;
+    }
+    EXPECT_EQ(fuse_and_compare(b, in), (std::vector<std::string>{"kiln.Attention", "Relu"}));
+    EXPECT_EQ(b.g.nodes()[0].attr_str("kiln.layout"), "bshd");
+  }
+}
+
+// A Transpose that something else reads too, or one of another permutation, stays; the node then
+// keeps the [B, H, S, D] layout.
+TEST(FuseGraph, HeadTransposesReadElsewhereStay) {
+  for (const bool other_perm : {false, true}) {
+    Builder b;
+    const ir::ValueId qs = b.input("q", {2, 5, 3, 8}), ks = b.input("k", {2, 6, 3, 8}), vs = b.input("v", {2, 6, 3, 4});
+    const auto transpose = [&](ir::ValueId x, std::vector<int64_t> perm) {
+      return b.node("Transpose", {x}, {{"perm", std::move(perm)}});
+    };
+    const ir::ValueId q = transpose(qs, {0, 2, 1, 3}), kt = transpose(ks, {0, 2, 3, 1}), v = transpose(vs, {0, 2, 1, 3});
+    const ir::ValueId p = b.node("Softmax", {b.node("MatMul", {q, kt})}, {{"axis", int64_t{-1}}});
+    const ir::ValueId y = b.node("MatMul", {p, v});
+    if (other_perm) {
+      b.g.outputs() = {transpose(y, {0, 1, 3, 2})};
+    } else {
+      b.g.outputs() = {transpose(y, {0, 2, 1, 3}), b.node("Relu", {q})};
+    }
+    const std::vector<std::string> ops = fuse_and_compare(b, {{"q", random_tensor({2, 5, 3, 8}, 1, -2, 2)},
+                                                              {"k", random_tensor({2, 6, 3, 8}, 2, -2, 2)},
+                                                              {"v", random_tensor({2, 6, 3, 4}, 3)}});
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "Transpose"), 4) << (other_perm ? "other permutation" : "q read twice");
+    for (const ir::Node& n : b.g.nodes()) {
+      if (n.op == "kiln.Attention") {
+        EXPECT_FALSE(n.has_attr("kiln.layout"));
+      }
+    }
+  }
+}
+
 TEST(FuseGraph, LayerNormSubgraphBecomesLayerNormalization) {
   Builder b;
   const ir::ValueId x = b.input("x", {2, 3, 16});

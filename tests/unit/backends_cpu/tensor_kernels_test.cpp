@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -156,6 +157,60 @@ TEST(TensorKernels, AttentionMatchesReference) {
     check(4, 0, 9, 33);
   }
   ASSERT_TRUE(isa_override(std::nullopt).is_ok());
+}
+
+// {kiln.layout = "bshd"}: q [B, S, H, D], k [B, T, H, D], v [B, T, H, Dv] read where they lie and
+// y written as [B, S, H, Dv] give the bits of the default layout over the transposed operands,
+// transposed back; operands of different batch or head counts are an error naming the node.
+TEST(TensorKernels, AttentionReadsAndWritesHeadsWhereTheyLie) {
+  auto transpose = [](const ir::Tensor& x, std::array<int, 4> perm) {
+    ir::Shape shape(4);
+    for (int d = 0; d < 4; ++d) shape[d] = x.shape()[perm[d]];
+    ir::Tensor y(ir::DType::kF32, shape);
+    const std::vector<int64_t> xs = tensor_strides(x.shape());
+    std::array<int64_t, 4> i{};
+    for (int64_t at = 0; at < y.numel(); ++at) {
+      int64_t rest = at, from = 0;
+      for (int d = 3; d >= 0; --d) {
+        i[d] = rest % shape[d];
+        rest /= shape[d];
+      }
+      for (int d = 0; d < 4; ++d) from += i[d] * xs[perm[d]];
+      y.mutable_data<float>()[at] = x.data<float>()[from];
+    }
+    return y;
+  };
+  auto check = [&](int64_t S, int64_t D, int64_t T, int64_t Dv) {
+    SCOPED_TRACE(std::to_string(S) + "x" + std::to_string(D) + " keys " + std::to_string(T) + " x " +
+                 std::to_string(Dv));
+    const ir::Tensor qs = random_f32({2, S, 3, D}, 21), ks = random_f32({2, T, 3, D}, 22);
+    const ir::Tensor vs = random_f32({2, T, 3, Dv}, 23), mask = random_f32({2, 1, 1, T}, 24);
+    const ir::Tensor q = transpose(qs, {0, 2, 1, 3}), kt = transpose(ks, {0, 2, 3, 1}), v = transpose(vs, {0, 2, 1, 3});
+    ir::Node n = node("kiln.Attention");
+    n.attrs["scale"] = 0.3;
+    std::vector<ir::Tensor> want, got;
+    ASSERT_TRUE(tensor_run_node(n, {&q, &kt, &v, &mask}, want).is_ok());
+    n.attrs["kiln.layout"] = std::string("bshd");
+    ASSERT_TRUE(tensor_run_node(n, {&qs, &ks, &vs, &mask}, got).is_ok());
+    const ir::Tensor back = transpose(want[0], {0, 2, 1, 3});
+    ASSERT_EQ(got[0].shape(), back.shape());
+    for (int64_t i = 0; i < back.numel(); ++i) ASSERT_EQ(got[0].data<float>()[i], back.data<float>()[i]) << i;
+  };
+  for (Isa isa : test_util::isas()) {
+    SCOPED_TRACE(std::string(isa_name(isa)));
+    ASSERT_TRUE(isa_override(isa).is_ok());
+    check(13, 7, 45, 37);
+    check(5, 64, 128, 64);
+  }
+  ASSERT_TRUE(isa_override(std::nullopt).is_ok());
+  const ir::Tensor q = random_f32({2, 5, 3, 8}, 1), k = random_f32({2, 6, 4, 8}, 2), v = random_f32({2, 6, 3, 8}, 3);
+  ir::Node n = node("kiln.Attention");
+  n.attrs["kiln.layout"] = std::string("bshd");
+  std::vector<ir::Tensor> out;
+  const Status st = tensor_run_node(n, {&q, &k, &v}, out);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find(n.name), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("[2, 6, 4, 8]"), std::string::npos) << st.message();
 }
 
 TEST(TensorKernels, ConvWithPaddingAndStrideMatchesReference) {
