@@ -152,7 +152,8 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
     out[0] = std::move(y);
     return Status::ok();
   }
-  const detail::FloatPanelRowsFn rows_fn = detail::float_panel_rows_fn(isa_active());
+  const Isa isa = isa_active();
+  const detail::FloatPanelRowsFn rows_fn = detail::float_panel_rows_fn(isa);
   const float* qp = q.data<float>();
   const float* kp = kt.data<float>();
   const float* vp = v.data<float>();
@@ -177,23 +178,18 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
         rows_fn(qp + oq.base[at], oq.ld, S, k_panels.data() + c * D * ir::kPackedPanel, D,
                 scores.data() + c * ir::kPackedPanel, T, cols, nullptr, false, {});
       }
-      if (mask != nullptr) {
-        const float* mp = mask->data<float>() + mask_row0(p);
-        for (int64_t i = 0; i < S; ++i) {
-          float* row = scores.data() + i * T;
-          const float* mr = mp + i * mask_stride_s;
-          if (mask_stride_t == 1) {
-#pragma omp simd
-            for (int64_t j = 0; j < T; ++j) row[j] = row[j] * scale + mr[j];
-          } else {
-            for (int64_t j = 0; j < T; ++j) row[j] = row[j] * scale + mr[j * mask_stride_t];
-          }
+      // Each row scaled, its mask row added where the mask runs along the keys, and normalised.
+      const float* mp = mask != nullptr ? mask->data<float>() + mask_row0(p) : nullptr;
+      for (int64_t i = 0; i < S; ++i) {
+        float* row = scores.data() + i * T;
+        const float* mr = mp != nullptr ? mp + i * mask_stride_s : nullptr;
+        if (mr != nullptr && mask_stride_t != 1) {
+          for (int64_t j = 0; j < T; ++j) row[j] = row[j] * scale + mr[j * mask_stride_t];
+          softmax_row_f32(row, 1.0f, nullptr, row, T, isa);
+        } else {
+          softmax_row_f32(row, scale, mr, row, T, isa);
         }
-      } else {
-#pragma omp simd
-        for (int64_t i = 0; i < S * T; ++i) scores[static_cast<size_t>(i)] *= scale;
       }
-      softmax_rows_f32(scores.data(), scores.data(), S, T);
       float* yo = yp + oy.base[at];
       for (int64_t c = 0; c < v_panels; ++c) {
         const int cols = static_cast<int>(std::min<int64_t>(ir::kPackedPanel, Dv - c * ir::kPackedPanel));

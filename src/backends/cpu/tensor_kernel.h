@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_isa.h"
 #include "base/status.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
@@ -42,6 +43,9 @@ std::vector<int64_t> tensor_broadcast_offsets(const ir::Shape& in_shape, const i
 void transpose_f32(const float* src, float* dst, int64_t rows, int64_t cols);
 // Softmax of each of `rows` rows of `len` floats (y may be x) (tensor_reduce.cpp).
 void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t len);
+// Softmax of one row of `len` floats x * scale + bias (bias may be null; y may be x) on the
+// kernels of `isa` (tensor_reduce.cpp).
+void softmax_row_f32(const float* x, float scale, const float* bias, float* y, int64_t len, Isa isa);
 
 void register_tensor_elementwise_kernels(TensorKernelTable& table);
 void register_tensor_reduce_kernels(TensorKernelTable& table);

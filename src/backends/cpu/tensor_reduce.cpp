@@ -1,3 +1,9 @@
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized (GCC bug 105593; see matmul_avx512.cpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // Reduction tensor kernels. A reduction over a set of axes views x as [outer..., reduced...]:
 //   Reduce*:  y[o] = fold(x[o, r] for r in reduced)          y: x's shape, reduced dims 1 or dropped
 //   ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, CumSum, TopK: along one axis, x seen as
@@ -152,6 +158,75 @@ __attribute__((target("avx2,fma"))) double exp_shifted_avx2(const float* x, floa
   return sum;
 }
 
+// The same sixteen at a time through exp_avx512 (the same bits a lane).
+__attribute__((target("avx512f,avx512dq"))) double exp_shifted_avx512(const float* x, float* y, int64_t n, float mx) {
+  const __m512 m = _mm512_set1_ps(mx);
+  __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+    _mm512_storeu_ps(y + i, e);
+    s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+  }
+  alignas(64) double lanes[8];
+  _mm512_store_pd(lanes, _mm512_add_pd(s0, s1));
+  double sum = 0.0;
+  for (double l : lanes) sum += l;
+  for (; i < n; ++i) {
+    y[i] = static_cast<float>(std::exp(static_cast<double>(x[i]) - mx));
+    sum += y[i];
+  }
+  return sum;
+}
+
+// y = x * scale + bias (x * scale when bias is null) over n floats, rounded after each
+// operation; returns the largest y.
+float scaled_max_scalar(const float* x, float scale, const float* bias, float* y, int64_t n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t a = 0; a < n; ++a) {
+    const float v = x[a] * scale;
+    y[a] = bias != nullptr ? v + bias[a] : v;
+    mx = std::max(mx, y[a]);
+  }
+  return mx;
+}
+
+__attribute__((target("avx2,fma"))) float scaled_max_avx2(const float* x, float scale, const float* bias, float* y,
+                                                          int64_t n) {
+  const __m256 f = _mm256_set1_ps(scale);
+  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), f);
+    if (bias != nullptr) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + i));
+    _mm256_storeu_ps(y + i, v);
+    m = _mm256_max_ps(m, v);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  float mx = scaled_max_scalar(x + i, scale, bias != nullptr ? bias + i : nullptr, y + i, n - i);
+  for (float l : lanes) mx = std::max(mx, l);
+  return mx;
+}
+
+__attribute__((target("avx512f"))) float scaled_max_avx512(const float* x, float scale, const float* bias, float* y,
+                                                           int64_t n) {
+  const __m512 f = _mm512_set1_ps(scale);
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), f);
+    if (bias != nullptr) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + i));
+    _mm512_storeu_ps(y + i, v);
+    m = _mm512_max_ps(m, v);
+  }
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, m);
+  float mx = scaled_max_scalar(x + i, scale, bias != nullptr ? bias + i : nullptr, y + i, n - i);
+  for (float l : lanes) mx = std::max(mx, l);
+  return mx;
+}
 
 Status softmax(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& out) {
   const Tensor& x = *in[0];
@@ -296,27 +371,32 @@ Status nll_loss(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>& 
 
 }  // namespace
 
-// Softmax of f32 rows (the axis is the last one): max, exponentials once, one scale. Rows run in
-// parallel.
-void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t len) {
-  const bool avx2 = isa_active() >= Isa::kAvx2;
-  parallel_for(0, rows, rows * len > (1 << 15), [&](int64_t r) {
-    const float* xr = x + r * len;
-    float* yr = y + r * len;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t a = 0; a < len; ++a) mx = std::max(mx, xr[a]);
-    double sum = 0.0;
-    if (avx2 && std::isfinite(mx)) {
-      sum = exp_shifted_avx2(xr, yr, len, mx);
-    } else {
-      for (int64_t a = 0; a < len; ++a) {
-        yr[a] = static_cast<float>(std::exp(static_cast<double>(xr[a]) - mx));
-        sum += yr[a];
-      }
+// Softmax of one row of x * scale (+ bias) into y: the scaled (and biased) values and their
+// largest, the exponentials once, one normalising scale.
+void softmax_row_f32(const float* x, float scale, const float* bias, float* y, int64_t len, Isa isa) {
+  const float mx = isa >= Isa::kAvx512 ? scaled_max_avx512(x, scale, bias, y, len)
+                   : isa >= Isa::kAvx2 ? scaled_max_avx2(x, scale, bias, y, len)
+                                       : scaled_max_scalar(x, scale, bias, y, len);
+  double sum = 0.0;
+  if (isa >= Isa::kAvx512 && std::isfinite(mx)) {
+    sum = exp_shifted_avx512(y, y, len, mx);
+  } else if (isa >= Isa::kAvx2 && std::isfinite(mx)) {
+    sum = exp_shifted_avx2(y, y, len, mx);
+  } else {
+    for (int64_t a = 0; a < len; ++a) {
+      y[a] = static_cast<float>(std::exp(static_cast<double>(y[a]) - mx));
+      sum += y[a];
     }
-    const auto inv = static_cast<float>(1.0 / sum);
-    for (int64_t a = 0; a < len; ++a) yr[a] *= inv;
-  });
+  }
+  const auto inv = static_cast<float>(1.0 / sum);
+  for (int64_t a = 0; a < len; ++a) y[a] *= inv;
+}
+
+// Softmax of f32 rows (the axis is the last one). Rows run in parallel.
+void softmax_rows_f32(const float* x, float* y, int64_t rows, int64_t len) {
+  const Isa isa = isa_active();
+  parallel_for(0, rows, rows * len > (1 << 15),
+               [&](int64_t r) { softmax_row_f32(x + r * len, 1.0f, nullptr, y + r * len, len, isa); });
 }
 
 void register_tensor_reduce_kernels(TensorKernelTable& table) {
@@ -333,3 +413,7 @@ void register_tensor_reduce_kernels(TensorKernelTable& table) {
 }
 
 }  // namespace kiln::cpu
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
