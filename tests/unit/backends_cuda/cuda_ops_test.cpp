@@ -338,6 +338,44 @@ std::vector<float> matmul_reference(const std::vector<float>& x, int64_t m, int6
   return y;
 }
 
+// The float GEMVs launch while the kernel before them runs (cuda_launch.cuh) and every GEMV lets
+// the next kernel launch once its warps have read their weights. A chain of 8 rounds of
+// v = W (v + 1) through every format's batch-1 GEMV kernels, with no synchronisation between
+// launches, must end at the same bits as the chain run one kernel at a time.
+TEST(CudaLaunch, GemvChainEqualsTheChainRunOneKernelAtATime) {
+  KILN_REQUIRE_GPU();
+  constexpr int64_t n = 4096;
+  constexpr int kRounds = 8;
+  cudaStream_t stream = nullptr;
+  KILN_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  DeviceArray<float> ones(std::vector<float>(static_cast<size_t>(n), 1.0f)), u(static_cast<size_t>(n));
+  for (ir::WeightFormat f : kRowFormats) {
+    const auto operands = random_matmul_operands(f, 1, n, n, 40);
+    DeviceArray<std::byte> w(operands.w);
+    for (GemvVariant variant : {GemvVariant::kPlain, GemvVariant::kDeep, GemvVariant::kPair, GemvVariant::kQ8}) {
+      auto chain = [&](bool one_at_a_time) {
+        DeviceArray<float> v(operands.x);
+        for (int r = 0; r < kRounds; ++r) {
+          launch_add(v.get(), ones.get(), n, u.get(), stream);
+          if (one_at_a_time) {
+            EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+          }
+          launch_gemv(f, u.get(), 1, n, w.get(), n, nullptr, v.get(), stream, variant);
+          if (one_at_a_time) {
+            EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+          }
+        }
+        EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        return v.download();
+      };
+      const std::vector<float> want = chain(true);
+      EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float x) { return std::isfinite(x); }));
+      EXPECT_EQ(chain(false), want) << ir::weight_format_name(f) << " variant " << static_cast<int>(variant);
+    }
+  }
+  KILN_CUDA_OK(cudaStreamDestroy(stream));
+}
+
 TEST(CudaMatmul, EveryKernelMatchesDoubleReference) {
   KILN_REQUIRE_GPU();
   cublasHandle_t handle = nullptr;
