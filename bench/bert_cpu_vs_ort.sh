@@ -4,8 +4,8 @@
 # same thread counts. First both run batch 8 once and the largest difference of their outputs is
 # printed. Each round drops the model from the page cache, and the engine before every kiln run,
 # then times both in turn; the summary gives the medians of the rounds' means and their ratio.
-# With KILN_BASE, a second kiln build runs the same engine in each round too, for a before/after
-# comparison.
+# With KILN_BASE, a second kiln build compiles the model into an engine of its own and runs it in
+# each round too, for a before/after comparison.
 # Needs python3-onnx and python3-numpy, and onnxruntime-node from tests/onnx/models/setup.sh.
 #   [KILN=build/ci/kiln] [KILN_BASE=other/kiln] [KILN_ONNX_MODELS_DIR=build/ci/onnx_models] [ROUNDS=3]
 #   [THREADS="1 2"] bench/bert_cpu_vs_ort.sh
@@ -29,6 +29,10 @@ for b in (1, 8):
 PY
 "$kiln" build "$work/bert_base.onnx" -o "$work/bert_base.kiln" \
   --profile input_ids:1x1,1x128,8x512 --profile attention_mask:1x1,1x128,8x512 2>&1 | tail -n 1
+if [ -n "$base" ]; then
+  "$base" build "$work/bert_base.onnx" -o "$work/bert_base_base.kiln" \
+    --profile input_ids:1x1,1x128,8x512 --profile attention_mask:1x1,1x128,8x512 2>&1 | tail -n 1
+fi
 lscpu | grep 'Model name'
 feeds() { echo "input_ids=$work/ids$1.npy attention_mask=$work/mask$1.npy"; }
 kiln_feeds() { echo "--input input_ids=$work/ids$1.npy --input attention_mask=$work/mask$1.npy"; }
@@ -43,10 +47,10 @@ k, o = np.load(sys.argv[1]), np.load(sys.argv[2])
 print(f'last_hidden_state {list(k.shape)}: largest difference {np.abs(k - o).max():.2e} (largest value {np.abs(o).max():.2f})')
 " "$work/out/last_hidden_state.npy" "$work/ort/last_hidden_state.npy"
 results=$(mktemp)
-# The mean of one kiln build's runs of batch $2 on $3 threads ($4 of them).
+# The mean of one kiln build's runs of its engine $5 at batch $2 on $3 threads ($4 of them).
 kiln_mean() {
   # shellcheck disable=SC2046
-  "$1" eval "$work/bert_base.kiln" $(kiln_feeds "$2") --outputs-dir "$work/out" --repeat "$4" --threads "$3" 2>&1 |
+  "$1" eval "$5" $(kiln_feeds "$2") --outputs-dir "$work/out" --repeat "$4" --threads "$3" 2>&1 |
     sed -n 's/.*mean \([0-9.]*\) ms.*/\1/p'
 }
 for round in $(seq "$rounds"); do
@@ -55,11 +59,11 @@ for round in $(seq "$rounds"); do
     repeat=$(( b == 1 ? 20 : 5 ))
     for t in $threads; do
       dd if="$work/bert_base.kiln" iflag=nocache count=0 status=none
-      k=$(kiln_mean "$kiln" "$b" "$t" "$repeat")
+      k=$(kiln_mean "$kiln" "$b" "$t" "$repeat" "$work/bert_base.kiln")
       kb=-
       if [ -n "$base" ]; then
-        dd if="$work/bert_base.kiln" iflag=nocache count=0 status=none
-        kb=$(kiln_mean "$base" "$b" "$t" "$repeat")
+        dd if="$work/bert_base_base.kiln" iflag=nocache count=0 status=none
+        kb=$(kiln_mean "$base" "$b" "$t" "$repeat" "$work/bert_base_base.kiln")
       fi
       # shellcheck disable=SC2046
       o=$(node bench/ort_time.mjs "$work/bert_base.onnx" "$t" "$repeat" $(feeds "$b") 2>/dev/null |
