@@ -51,22 +51,12 @@ std::optional<ValueId> transposed_from(const Graph& g, int64_t i, const std::vec
   return n.inputs[0];
 }
 
-// The node that writes `id`, or -1.
-int64_t producer(const Graph& g, ValueId id) {
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    for (ValueId o : g.nodes()[i].outputs) {
-      if (o == id) return static_cast<int64_t>(i);
-    }
-  }
-  return -1;
-}
-
 // Absorbs the head-splitting Transposes around the kiln.Attention node at `at` (see the top of
 // the file); returns whether it did.
 bool absorb_head_transposes(Graph& g, size_t at, std::vector<bool>& dead) {
   static const std::vector<int64_t> kHeads = {0, 2, 1, 3}, kKeys = {0, 2, 3, 1};
   const Node& att = g.nodes()[at];
-  const int64_t tq = producer(g, att.inputs[0]), tk = producer(g, att.inputs[1]), tv = producer(g, att.inputs[2]);
+  const int64_t tq = g.producer(att.inputs[0]), tk = g.producer(att.inputs[1]), tv = g.producer(att.inputs[2]);
   const auto qs = transposed_from(g, tq, kHeads), ks = transposed_from(g, tk, kKeys), vs = transposed_from(g, tv, kHeads);
   const int64_t ty = sole_reader(g, att.outputs[0], "Transpose");
   if (!qs || !ks || !vs || ty < 0 || !transposed_from(g, ty, kHeads)) return false;

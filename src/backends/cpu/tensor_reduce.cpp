@@ -1,13 +1,15 @@
+// Reduction tensor kernels. A reduction over a set of axes views x as [outer..., reduced...]:
+//   Reduce*:  y[o] = fold(x[o, r] for r in reduced)          y: x's shape, reduced dims 1 or dropped
+//   ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, CumSum, TopK: along one axis, x seen as
+//   [outer, axis, inner] with the axis' stride `inner`.
+
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized (GCC bug 105593; see matmul_avx512.cpp).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// Reduction tensor kernels. A reduction over a set of axes views x as [outer..., reduced...]:
-//   Reduce*:  y[o] = fold(x[o, r] for r in reduced)          y: x's shape, reduced dims 1 or dropped
-//   ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, CumSum, TopK: along one axis, x seen as
-//   [outer, axis, inner] with the axis' stride `inner`.
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
