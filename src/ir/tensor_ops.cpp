@@ -93,9 +93,11 @@ std::vector<OpInfo> make_registry() {
   // Kiln's own, made by the build (passes/fuse_attention.cpp), never read from a file:
   // softmax(scale * q kt + mask) v.
   ops.push_back(tensor_op("kiln.Attention", 3, 4));
-  // Calibrated int8 products (passes/quantize_int8.cpp): x, int8 weight, weight scales, bias.
+  // LayerNormalization of a + b (passes/fuse_subgraphs.cpp): a, b, scale, bias.
+  ops.push_back(tensor_op("kiln.AddLayerNorm", 3, 4));
   // Control flow (ONNX If, imported flat; see tensor_ops.h): cond, then outputs, else outputs.
   ops.push_back(tensor_op("kiln.Select", 3, kMany, 1, kMany));
+  // Calibrated int8 products (passes/quantize_int8.cpp): x, int8 weight, weight scales, bias.
   ops.push_back(tensor_op("kiln.QConv", 3, 4));
   ops.push_back(tensor_op("kiln.QMatMul", 3, 4));
   return ops;

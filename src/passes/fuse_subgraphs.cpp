@@ -5,6 +5,9 @@
 //   LayerNormalization over the last axis:
 //       m = ReduceMean(x), d = x - m, v = ReduceMean(d^2) (Pow 2 or d * d),
 //       y = d / Sqrt(v + epsilon) [* gamma [+ beta]]
+//   kiln.AddLayerNorm(a, b, scale[, bias]): a LayerNormalization (with one output) of Add(a, b),
+//       both activations, when the norm is the sum's only reader: the residual connections of
+//       transformer encoders, whose sum the norm's first pass then makes row by row.
 // Each intermediate value must have no reader outside the subgraph. The replaced nodes are
 // disconnected and removed; the root node takes the fused op and keeps its output.
 #include <cmath>
@@ -239,6 +242,24 @@ bool match_layer_norm(Graph& g, size_t mi, std::vector<bool>& dead) {
   return true;
 }
 
+// Rooted at a LayerNormalization; runs after the other matches, so that norms they made count.
+bool match_add_layer_norm(Graph& g, size_t li, std::vector<bool>& dead) {
+  const Node& ln = g.nodes()[li];
+  if (ln.op != "LayerNormalization" || ln.outputs.size() != 1 || ln.inputs.size() < 2) return false;
+  const int64_t ai = private_producer(g, ln.inputs[0], "Add");
+  if (ai < 0) return false;
+  const Node& add = g.nodes()[static_cast<size_t>(ai)];
+  if (add.inputs.size() != 2 || g.value(add.inputs[0]).is_weight || g.value(add.inputs[1]).is_weight) return false;
+  Node& r = g.nodes()[li];
+  std::vector<ValueId> inputs = {add.inputs[0], add.inputs[1]};
+  inputs.insert(inputs.end(), r.inputs.begin() + 1, r.inputs.end());
+  while (inputs.size() > 3 && inputs.back() == ir::kNoValue) inputs.pop_back();
+  kill_node(g, static_cast<size_t>(ai), dead);
+  r.op = "kiln.AddLayerNorm";
+  r.inputs = std::move(inputs);
+  return true;
+}
+
 }  // namespace
 
 Status run_fuse_subgraphs(ir::Graph& graph, const PassContext& ctx) {
@@ -254,11 +275,16 @@ Status run_fuse_subgraphs(ir::Graph& graph, const PassContext& ctx) {
       ++hard_swish;
     }
   }
+  size_t add_norm = 0;
+  for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    if (!dead[i] && match_add_layer_norm(graph, i, dead)) ++add_norm;
+  }
   erase_nodes(graph, dead);
   if (hard_swish + gelu + layer_norm > 0) {
     ctx.note("fuse_subgraphs: " + std::to_string(layer_norm) + " LayerNormalization, " + std::to_string(gelu) +
              " Gelu and " + std::to_string(hard_swish) + " HardSwish subgraphs became single nodes");
   }
+  if (add_norm > 0) ctx.note("fuse_subgraphs: " + std::to_string(add_norm) + " Add + LayerNormalization pairs became kiln.AddLayerNorm");
   return Status::ok();
 }
 

@@ -362,6 +362,30 @@ TEST(FuseGraph, LayerNormSubgraphBecomesLayerNormalization) {
             std::vector<std::string>{"LayerNormalization"});
 }
 
+// A transformer encoder's residual: LayerNormalization(MatMul(x, W) + bias + x). The residual Add
+// goes into the norm; with a residual that broadcasts, too. An Add that something else reads stays.
+TEST(FuseGraph, ResidualAddGoesIntoTheLayerNorm) {
+  for (const bool broadcast : {false, true}) {
+    SCOPED_TRACE(broadcast ? "broadcast residual" : "residual of the sum's shape");
+    Builder b;
+    const ir::Shape rs = broadcast ? ir::Shape{1, 5, 40} : ir::Shape{2, 5, 40};
+    const ir::ValueId x = b.input("x", {2, 5, 24}), res = b.input("r", rs);
+    const ir::ValueId h = b.node("Add", {b.node("MatMul", {x, b.constant(random_tensor({24, 40}, 1))}),
+                                         b.constant(random_tensor({40}, 2))});
+    b.g.outputs() = {b.node("LayerNormalization",
+                            {b.node("Add", {h, res}), b.constant(random_tensor({40}, 3)), b.constant(random_tensor({40}, 4))},
+                            {{"axis", int64_t{-1}}, {"epsilon", 1e-12}})};
+    EXPECT_EQ(fuse_and_compare(b, {{"x", random_tensor({2, 5, 24}, 5)}, {"r", random_tensor(rs, 6, -3, 3)}}, 1e-5),
+              (std::vector<std::string>{"MatMul", "kiln.AddLayerNorm"}));
+  }
+  Builder b;
+  const ir::ValueId x = b.input("x", {3, 16}), res = b.input("r", {3, 16});
+  const ir::ValueId s = b.node("Add", {x, res});
+  b.g.outputs() = {b.node("LayerNormalization", {s, b.constant(random_tensor({16}, 3))}), b.node("Relu", {s})};
+  EXPECT_EQ(fuse_and_compare(b, {{"x", random_tensor({3, 16}, 5)}, {"r", random_tensor({3, 16}, 6)}}),
+            (std::vector<std::string>{"Add", "LayerNormalization", "Relu"}));
+}
+
 TEST(FuseGraph, ValuesReadOutsideTheSubgraphStopTheFusion) {
   Builder b;
   const ir::ValueId x = b.input("x", {2, 4, 5, 5});

@@ -213,6 +213,54 @@ TEST(TensorKernels, AttentionReadsAndWritesHeadsWhereTheyLie) {
   EXPECT_NE(st.message().find("[2, 6, 4, 8]"), std::string::npos) << st.message();
 }
 
+// LayerNormalization against a double reference on every ISA (rows of 768 as BERT's, of 45 with
+// a tail, of 3); kiln.AddLayerNorm gives the bits of Add then LayerNormalization, also where b
+// broadcasts (the Add is made first there) and without a bias.
+TEST(TensorKernels, LayerNormAndAddLayerNormMatchTheirReferences) {
+  for (Isa isa : test_util::isas()) {
+    SCOPED_TRACE(std::string(isa_name(isa)));
+    ASSERT_TRUE(isa_override(isa).is_ok());
+    for (const int64_t len : {768, 45, 3}) {
+      SCOPED_TRACE("rows of " + std::to_string(len));
+      ir::Tensor x = random_f32({2, 5, len}, 31);
+      for (int64_t i = 0; i < x.numel(); ++i) x.mutable_data<float>()[i] = 40.0f + 3.0f * x.data<float>()[i];
+      const ir::Tensor r = random_f32({2, 5, len}, 32), r1 = random_f32({1, 5, len}, 33);
+      const ir::Tensor scale = random_f32({len}, 34), bias = random_f32({len}, 35);
+      ir::Node ln = node("LayerNormalization");
+      ln.attrs["epsilon"] = 1e-12;
+      std::vector<ir::Tensor> y;
+      ASSERT_TRUE(tensor_run_node(ln, {&x, &scale, &bias}, y).is_ok());
+      for (int64_t row = 0; row < 10; ++row) {
+        const float* xr = x.data<float>() + row * len;
+        double mean = 0.0, var = 0.0;
+        for (int64_t j = 0; j < len; ++j) mean += xr[j];
+        mean /= static_cast<double>(len);
+        for (int64_t j = 0; j < len; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+        const double inv = 1.0 / std::sqrt(var / static_cast<double>(len) + 1e-12);
+        for (int64_t j = 0; j < len; ++j) {
+          const double want = (xr[j] - mean) * inv * scale.data<float>()[j] + bias.data<float>()[j];
+          ASSERT_NEAR(y[0].data<float>()[row * len + j], want, 2e-5 * (1.0 + std::fabs(want))) << row << ", " << j;
+        }
+      }
+      for (const ir::Tensor* b : {&r, &r1}) {
+        for (const bool with_bias : {true, false}) {
+          std::vector<ir::Tensor> sum, want, got;
+          ASSERT_TRUE(tensor_run_node(node("Add"), {&x, b}, sum).is_ok());
+          ASSERT_TRUE(tensor_run_node(ln, {&sum[0], &scale, with_bias ? &bias : nullptr}, want).is_ok());
+          ir::Node fused = node("kiln.AddLayerNorm");
+          fused.attrs = ln.attrs;
+          ASSERT_TRUE(tensor_run_node(fused, {&x, b, &scale, with_bias ? &bias : nullptr}, got).is_ok());
+          ASSERT_EQ(got[0].shape(), want[0].shape());
+          for (int64_t i = 0; i < want[0].numel(); ++i) {
+            ASSERT_EQ(got[0].data<float>()[i], want[0].data<float>()[i]) << i;
+          }
+        }
+      }
+    }
+  }
+  ASSERT_TRUE(isa_override(std::nullopt).is_ok());
+}
+
 TEST(TensorKernels, ConvWithPaddingAndStrideMatchesReference) {
   const ir::Tensor x = random_f32({1, 2, 7, 5}, 5), w = random_f32({3, 2, 3, 3}, 6);
   ir::Node n = node("Conv");
