@@ -10,6 +10,15 @@
 // Each (batch, head) matrix of scores exists only while its rows are normalised and multiplied by
 // v; the two products run on the f32 panel kernel of the packed GEMM (gemm_packed.h), kt and v
 // packed into panels per matrix. f32 only.
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized (GCC bug 105593; see matmul_avx512.cpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <immintrin.h>
+
 #include <algorithm>
 
 #include "backends/cpu/cpu_isa.h"
@@ -38,14 +47,56 @@ void pack_panels(const float* w, int64_t ldw, int64_t k, int64_t n, float* dst) 
   }
 }
 
+// A 16 x 16 block of w (rows ldw apart) to the panels transposed: w[j, r] goes to
+// dst[r * kPackedPanel + j]. Sixteen loads; pairs of rows interleaved (unpack ps), then quads
+// (unpack pd), which leaves in r[4q + m] the 128-bit lanes l = 0..3 holding rows 4q..4q+3 of
+// column 4l + {0, 2, 1, 3}[m]; two rounds of 128-bit lane shuffles then gather each column's
+// four quads in row order, column kColumn[i] in r[i]; sixteen stores.
+__attribute__((target("avx512f"))) void transpose_block_avx512(const float* w, int64_t ldw, float* dst) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(w + i * ldw);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    for (int h = 0; h < 2; ++h) {
+      r[i + h] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + h]), _mm512_castps_pd(t[i + h + 2])));
+      r[i + h + 2] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + h]), _mm512_castps_pd(t[i + h + 2])));
+    }
+  }
+  // t[m] = lanes 0, 2 of rows 0-3 and of rows 4-7 (r[m], r[m + 4]), t[m + 8] lanes 1, 3; t[m + 4]
+  // and t[m + 12] the same of rows 8-15.
+  for (int i = 0; i < 8; ++i) {
+    const int a = (i / 4) * 8 + i % 4;
+    t[i] = _mm512_shuffle_f32x4(r[a], r[a + 4], 0x88);
+    t[i + 8] = _mm512_shuffle_f32x4(r[a], r[a + 4], 0xdd);
+  }
+  for (int m = 0; m < 4; ++m) {
+    for (int h = 0; h < 2; ++h) {
+      const __m512 lo = t[h * 8 + m], hi = t[h * 8 + m + 4];
+      r[h * 8 + m] = _mm512_shuffle_f32x4(lo, hi, 0x88);
+      r[h * 8 + m + 4] = _mm512_shuffle_f32x4(lo, hi, 0xdd);
+    }
+  }
+  static constexpr int kColumn[16] = {0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15};
+  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + kColumn[i] * ir::kPackedPanel, r[i]);
+}
+
 // The same panels of w^T [k, n] from w [n, k], its rows ldw apart (keys as they lie, [T, D]).
-void pack_panels_transposed(const float* w, int64_t ldw, int64_t k, int64_t n, float* dst) {
+void pack_panels_transposed(const float* w, int64_t ldw, int64_t k, int64_t n, float* dst, Isa isa) {
   const int64_t panels = ir::packed_panels(n);
   std::fill(dst, dst + panels * k * ir::kPackedPanel, 0.0f);
+  // Whole 16 x 16 blocks in registers where the CPU has AVX-512; the rest element by element.
+  const int64_t n16 = isa >= Isa::kAvx512 ? n / 16 * 16 : 0, k16 = isa >= Isa::kAvx512 ? k / 16 * 16 : 0;
+  for (int64_t j = 0; j < n16; j += 16) {
+    float* d = dst + (j / ir::kPackedPanel) * k * ir::kPackedPanel + j % ir::kPackedPanel;
+    for (int64_t r = 0; r < k16; r += 16) transpose_block_avx512(w + j * ldw + r, ldw, d + r * ir::kPackedPanel);
+  }
   for (int64_t j = 0; j < n; ++j) {
     float* d = dst + (j / ir::kPackedPanel) * k * ir::kPackedPanel + j % ir::kPackedPanel;
     const float* row = w + j * ldw;
-    for (int64_t r = 0; r < k; ++r) d[r * ir::kPackedPanel] = row[r];
+    for (int64_t r = j < n16 ? k16 : 0; r < k; ++r) d[r * ir::kPackedPanel] = row[r];
   }
 }
 
@@ -168,7 +219,7 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
       // of 32 columns of their rows.
       const auto at = static_cast<size_t>(p);
       if (bshd) {
-        pack_panels_transposed(kp + ok.base[at], ok.ld, D, T, k_panels.data());
+        pack_panels_transposed(kp + ok.base[at], ok.ld, D, T, k_panels.data(), isa);
       } else {
         pack_panels(kp + ok.base[at], ok.ld, D, T, k_panels.data());
       }
@@ -207,3 +258,7 @@ Status attention(const ir::Node& n, const TensorInputs& in, std::vector<Tensor>&
 void register_tensor_attention_kernels(TensorKernelTable& table) { table["kiln.Attention"] = attention; }
 
 }  // namespace kiln::cpu
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

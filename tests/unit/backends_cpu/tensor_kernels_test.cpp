@@ -152,6 +152,7 @@ TEST(TensorKernels, AttentionMatchesReference) {
     SCOPED_TRACE(std::string(isa_name(isa)));
     ASSERT_TRUE(isa_override(isa).is_ok());
     check(13, 7, 45, 37);
+    check(13, 20, 45, 37);  // the keys in 16 x 16 blocks and element by element
     check(5, 64, 128, 64);
     check(4, 3, 0, 5);
     check(4, 0, 9, 33);
@@ -200,6 +201,7 @@ TEST(TensorKernels, AttentionReadsAndWritesHeadsWhereTheyLie) {
     SCOPED_TRACE(std::string(isa_name(isa)));
     ASSERT_TRUE(isa_override(isa).is_ok());
     check(13, 7, 45, 37);
+    check(13, 20, 45, 37);  // the keys in 16 x 16 blocks and element by element
     check(5, 64, 128, 64);
   }
   ASSERT_TRUE(isa_override(std::nullopt).is_ok());
