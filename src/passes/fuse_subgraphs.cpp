@@ -284,7 +284,9 @@ Status run_fuse_subgraphs(ir::Graph& graph, const PassContext& ctx) {
     ctx.note("fuse_subgraphs: " + std::to_string(layer_norm) + " LayerNormalization, " + std::to_string(gelu) +
              " Gelu and " + std::to_string(hard_swish) + " HardSwish subgraphs became single nodes");
   }
-  if (add_norm > 0) ctx.note("fuse_subgraphs: " + std::to_string(add_norm) + " Add + LayerNormalization pairs became kiln.AddLayerNorm");
+  if (add_norm > 0) {
+    ctx.note("fuse_subgraphs: " + std::to_string(add_norm) + " Add + LayerNormalization pairs became kiln.AddLayerNorm");
+  }
   return Status::ok();
 }
 

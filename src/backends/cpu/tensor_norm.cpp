@@ -198,8 +198,9 @@ Status add_then_layer_norm(const ir::Node& n, const Tensor& a, const Tensor& b, 
   ir::Node add;  // the Add kernel reads its op from the node
   add.op = "Add";
   add.name = n.name;
-  std::vector<Tensor> sum(1);
-  KILN_RETURN_IF_ERROR(tensor_kernel("Add")(add, {&a, &b}, sum));
+  add.outputs.resize(1);
+  std::vector<Tensor> sum;
+  KILN_RETURN_IF_ERROR(tensor_run_node(add, {&a, &b}, sum));
   return layer_norm_of(n, sum[0], nullptr, scale, bias, out);
 }
 
