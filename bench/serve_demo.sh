@@ -4,10 +4,10 @@
 # engine's own time against its model-step time from /metrics, and the CPU time of the server's
 # network threads (HTTP, JSON, SSE; named kiln-http) against the same, split into user space and
 # the kernel (mostly the loopback TCP stack, whose receiving side runs in the sender's time).
-# Usage: [SERVE_ARGS="--kv-cache-dtype fp32"] bench/serve_demo.sh [THREADS]
+# Usage: [SERVE_ARGS="--kv-cache-dtype fp32"] [CONCURRENCY="1 16 64"] [KILN=path/to/kiln] bench/serve_demo.sh [THREADS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-kiln=build/release/kiln
+kiln=${KILN:-build/release/kiln}
 threads=${1:-2}
 port=${KILN_BENCH_PORT:-8019}
 engine=build/release/demo.kiln
@@ -30,7 +30,7 @@ http_cpu() {  # CPU seconds of the server's network threads so far: "user system
   done
   awk -v u="$user" -v s="$sys" -v hz="$(getconf CLK_TCK)" 'BEGIN { print u / hz, s / hz }'
 }
-for c in 1 16 64; do
+for c in ${CONCURRENCY:-1 16 64}; do
   n=$(( c == 1 ? 16 : 4 * c ))
   step0=$(metric kiln_engine_step_seconds_total); over0=$(metric kiln_engine_overhead_seconds_total); http0=$(http_cpu)
   "$kiln" bench serve --url "http://127.0.0.1:$port" --tokenizer "$engine" --max-concurrency "$c" \

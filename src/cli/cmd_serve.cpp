@@ -16,6 +16,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "backends/cpu/cpu_backend.h"
 #include "cli/commands.h"
@@ -46,6 +47,7 @@ struct ServeArgs {
   double shutdown_grace = 30, request_timeout = 30;
   size_t max_body_bytes = 4u << 20;
   int stream_interval = 1;
+  int network_threads = 0;  // 0: server::default_network_threads
 };
 
 // "512MiB", "1GiB", "64MB", "1048576".
@@ -173,6 +175,8 @@ int run_serve(ServeArgs a) {
   config.idle_timeout_s = std::max(a.request_timeout, 5.0);
   config.max_body_bytes = a.max_body_bytes;
   config.stream_interval = a.stream_interval;
+  config.network_threads =
+      a.network_threads != 0 ? a.network_threads : server::default_network_threads(std::thread::hardware_concurrency());
   if (!a.api_key.empty() && !a.api_key_file.empty()) return fail(invalid_argument("give --api-key or --api-key-file, not both"));
   config.api_key = a.api_key;
   if (!a.api_key_file.empty()) {
@@ -305,6 +309,9 @@ CommandFn add_serve_command(CLI::App& app) {
                   "streamed responses: write once this many tokens have gathered (the first token and a choice's "
                   "end go at once); more means fewer writes and system calls, in coarser pieces")
       ->capture_default_str();
+  cmd->add_option("--network-threads", args->network_threads,
+                  "threads for HTTP, JSON and streamed writes, at a lower priority than the model's (0, the default: 1 on "
+                  "up to 4 cores, else 2)");
   cmd->add_option("--max-body-bytes", args->max_body_bytes, "largest request body; more gets 413")->capture_default_str();
   return [args] { return run_serve(*args); };
 }

@@ -14,7 +14,9 @@ Status validate_server_config(const ServerConfig& c) {
   if (c.stream_interval < 1 || c.stream_interval > 1024) {
     return invalid_argument("--stream-interval must be in [1, 1024] tokens; got " + std::to_string(c.stream_interval));
   }
-  if (c.network_threads < 1 || c.network_threads > 64) return invalid_argument("network threads must be in [1, 64]");
+  if (c.network_threads < 1 || c.network_threads > 64) {
+    return invalid_argument("--network-threads must be in [1, 64]; got " + std::to_string(c.network_threads));
+  }
   for (char ch : c.api_key) {
     if (static_cast<unsigned char>(ch) <= 0x20 || static_cast<unsigned char>(ch) >= 0x7f) {
       return invalid_argument("the API key must be printable ASCII without spaces");
@@ -22,5 +24,7 @@ Status validate_server_config(const ServerConfig& c) {
   }
   return Status::ok();
 }
+
+int default_network_threads(unsigned cores) { return cores <= 4 ? 1 : 2; }
 
 }  // namespace kiln::server
