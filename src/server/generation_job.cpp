@@ -76,29 +76,28 @@ void GenerationJob::on_event(size_t s, llm::RequestEvent& e, Output& out) {
       if (e.choice < 0 || idx >= choices_.size()) return;
       ChoiceState& c = choices_[idx];
       if (!e.tokens.empty()) {
-        if (c.tokens.empty() && c.text.empty() && !c.started) {
-          last_token_[idx] = e.pushed;
-        } else if (metrics_) {
+        // The first tokens of a choice start its clock; later ones are inter-token latency.
+        if (last_token_[idx] != Clock::time_point{} && metrics_) {
           metrics_->record_inter_token(std::chrono::duration<double>(e.pushed - last_token_[idx]).count() /
                                        static_cast<double>(e.tokens.size()));
-          last_token_[idx] = e.pushed;
         }
+        last_token_[idx] = e.pushed;
       }
-      c.text += e.text;
       if (e.finish != llm::FinishReason::kNone) {
         c.finish = e.finish;
         c.stop_string = e.stop_string;
       }
-      const size_t first_new = c.tokens.size();
-      c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
-      if (plan_.stream) {
-        const bool first = !c.started;
-        if (e.text.empty() && e.tokens.empty() && e.finish == llm::FinishReason::kNone && !first) return;
-        out.data += format_->stream_chunk(plan_, c, prompts_[s], e.text,
-                                          std::span<const llm::TokenInfo>(c.tokens).subspan(first_new), first);
-        c.started = true;
-        c.text_offset += e.text.size();
+      if (!plan_.stream) {
+        c.text += e.text;
+        c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
+        return;
       }
+      // A streamed choice's output goes out as it comes; it keeps none of it.
+      const bool first = !c.started;
+      if (e.text.empty() && e.tokens.empty() && e.finish == llm::FinishReason::kNone && !first) return;
+      format_->append_stream_chunk(plan_, c, prompts_[s], e.text, e.tokens, first, out.data);
+      c.started = true;
+      c.text_offset += e.text.size();
       return;
     }
     case llm::RequestEvent::Kind::kFinished:

@@ -53,7 +53,7 @@ class GenerationJob : public Job {
   Clock::time_point start_;
   std::vector<ChoiceState> choices_;
   std::vector<PromptState> prompts_;
-  std::vector<Clock::time_point> last_token_;  // per choice
+  std::vector<Clock::time_point> last_token_;  // per choice: when its last tokens came (unset before the first)
   llm::RequestUsage usage_;
   std::optional<ApiError> error_;
   bool done_ = false;

@@ -36,8 +36,8 @@ struct GenerationPlan {
 struct ChoiceState {
   int32_t index = 0;     // in the response: request * n + choice
   size_t request = 0;    // which of the plan's requests
-  std::string text;      // generated text so far
-  std::vector<llm::TokenInfo> tokens;  // generated tokens so far (logprobs when asked)
+  std::string text;      // generated text so far (not kept when streaming)
+  std::vector<llm::TokenInfo> tokens;  // generated tokens so far, logprobs when asked (not kept when streaming)
   llm::FinishReason finish = llm::FinishReason::kNone;
   std::optional<std::string> stop_string;
   bool started = false;  // streaming: its first chunk has been sent

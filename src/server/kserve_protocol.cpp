@@ -9,11 +9,11 @@ using nlohmann::json;
 
 class KServeFormat : public ResponseFormat {
  public:
-  std::string stream_chunk(const GenerationPlan& plan, const ChoiceState& c, const PromptState&, std::string_view text,
-                           std::span<const llm::TokenInfo>, bool) override {
+  void append_stream_chunk(const GenerationPlan& plan, const ChoiceState& c, const PromptState&, std::string_view text,
+                           std::span<const llm::TokenInfo>, bool, std::string& out) override {
     json event = {{"model_name", plan.model}, {"model_version", "1"}, {"text_output", std::string(text)}};
     if (c.finish != llm::FinishReason::kNone) event["finish_reason"] = std::string(llm::finish_reason_name(c.finish));
-    return sse_event(dump_json(event));
+    out += sse_event(dump_json(event));
   }
   std::string stream_end(const GenerationPlan&, const llm::RequestUsage&) override { return ""; }
   std::string stream_error(const ApiError& e) override { return sse_event(dump_json(json{{"error", e.message}})); }

@@ -1,6 +1,10 @@
 // The response side of the OpenAI-compatible API (openai_protocol.h): complete bodies, stream
 // chunks, model lists and error objects.
 #include "server/openai_protocol.h"
+
+#include <algorithm>
+#include <charconv>
+
 #include "server/request_fields.h"
 
 namespace kiln::server {
@@ -82,24 +86,56 @@ std::string stream_end_events(const GenerationPlan& plan, const llm::RequestUsag
   return out + "data: [DONE]\n\n";
 }
 
-// Streaming writes one chunk per token per stream, so the chunks without logprobs are written
-// directly rather than built as a tree of maps (about twenty allocations each): the same bytes as
-// dump_json of the object (keys in its sorted order, no spaces), which the tests check.
-std::string json_string(std::string_view s) { return dump_json(json(std::string(s))); }
+// Streaming writes one chunk per token per stream, so the chunks without logprobs are appended
+// directly to the connection's pending bytes rather than built as a tree of maps (about twenty
+// allocations each): the same bytes as dump_json of the object (keys in its sorted order, no
+// spaces), which the tests check.
 
-std::string finish_text(llm::FinishReason r) {
-  return r == llm::FinishReason::kNone ? std::string("null") : json_string(llm::finish_reason_name(r));
+// Appends `s` as dump_json writes it: printable ASCII other than '"' and '\\' (most token texts)
+// goes as it is; anything else (escapes, UTF-8 and its repair) through dump_json.
+void append_json_string(std::string& out, std::string_view s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](char ch) {
+    const auto b = static_cast<unsigned char>(ch);
+    return b >= 0x20 && b < 0x7f && b != '"' && b != '\\';
+  });
+  if (!plain) {
+    out += dump_json(json(std::string(s)));
+    return;
+  }
+  out += '"';
+  out += s;
+  out += '"';
+}
+
+std::string json_string(std::string_view s) {
+  std::string out;
+  append_json_string(out, s);
+  return out;
+}
+
+void append_finish(std::string& out, llm::FinishReason r) {
+  if (r == llm::FinishReason::kNone) {
+    out += "null";
+  } else {
+    append_json_string(out, llm::finish_reason_name(r));
+  }
+}
+
+void append_int(std::string& out, int64_t v) {
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;
+  out.append(digits, end);
 }
 
 // The members that close every plain chunk of one stream (created, id, model, object and, when
-// asked, a null usage), written once a stream.
+// asked, a null usage) and its event, written once a stream.
 class ChunkTail {
  public:
   const std::string& get(const GenerationPlan& plan, std::string_view object) {
     if (tail_.empty()) {
       tail_ = "}],\"created\":" + std::to_string(plan.created) + ",\"id\":" + json_string(plan.id) +
               ",\"model\":" + json_string(plan.model) + ",\"object\":\"" + std::string(object) +
-              (plan.include_usage ? "\",\"usage\":null}" : "\"}");
+              (plan.include_usage ? "\",\"usage\":null}\n\n" : "\"}\n\n");
     }
     return tail_;
   }
@@ -108,43 +144,54 @@ class ChunkTail {
   std::string tail_;
 };
 
-// One chunk's event: `choice` holds the choice object's members, `tail` the chunk's own.
-std::string chunk_event(std::string_view choice, const std::string& tail) {
-  std::string j = "{\"choices\":[{";
-  j += choice;
-  j += tail;
-  return sse_event(j);
-}
+// A plain chunk's event opens with its choice object; the choice's members follow, then the tail.
+constexpr std::string_view kChunkOpen = "data: {\"choices\":[{";
 
 class CompletionFormat : public ResponseFormat {
  public:
   explicit CompletionFormat(const ServedModel& m) : m_(m) {}
 
-  std::string stream_chunk(const GenerationPlan& plan, const ChoiceState& c, const PromptState& prompt,
-                           std::string_view text, std::span<const llm::TokenInfo> tokens, bool first) override {
+  void append_stream_chunk(const GenerationPlan& plan, const ChoiceState& c, const PromptState& prompt,
+                           std::string_view text, std::span<const llm::TokenInfo> tokens, bool first,
+                           std::string& out) override {
     const bool echo = first && plan.echo;
-    std::string out_text;
-    if (echo) out_text = plan.prompt_texts[c.request];
-    if (!plan.discard_generated) out_text += text;
+    std::string_view out_text = plan.discard_generated ? std::string_view() : text;
+    std::string echoed;
+    if (echo) {
+      echoed = plan.prompt_texts[c.request];
+      echoed += out_text;
+      out_text = echoed;
+    }
     const llm::FinishReason finish =
         plan.discard_generated && c.finish != llm::FinishReason::kNone ? llm::FinishReason::kLength : c.finish;
     if (plan.logprobs < 0) {
-      std::string members = "\"finish_reason\":" + finish_text(finish) + ",\"index\":" + std::to_string(c.index) +
-                            ",\"logprobs\":null,\"stop_reason\":" + (c.stop_string ? json_string(*c.stop_string) : "null") +
-                            ",\"text\":" + json_string(out_text);
-      return chunk_event(members, tail_.get(plan, "text_completion"));
+      out += kChunkOpen;
+      out += "\"finish_reason\":";
+      append_finish(out, finish);
+      out += ",\"index\":";
+      append_int(out, c.index);
+      out += ",\"logprobs\":null,\"stop_reason\":";
+      if (c.stop_string) {
+        append_json_string(out, *c.stop_string);
+      } else {
+        out += "null";
+      }
+      out += ",\"text\":";
+      append_json_string(out, out_text);
+      out += tail_.get(plan, "text_completion");
+      return;
     }
     std::vector<llm::TokenInfo> out_tokens;
     if (echo) out_tokens = prompt.tokens;
     if (!plan.discard_generated) out_tokens.insert(out_tokens.end(), tokens.begin(), tokens.end());
-    json choice = {{"index", c.index}, {"text", out_text}, {"logprobs", nullptr},
+    json choice = {{"index", c.index}, {"text", std::string(out_text)}, {"logprobs", nullptr},
                    {"finish_reason", finish_json(finish)},
                    {"stop_reason", c.stop_string ? json(*c.stop_string) : json(nullptr)}};
     choice["logprobs"] = completion_logprobs(m_, out_tokens, c.text_offset);
     json chunk = {{"id", plan.id}, {"object", "text_completion"}, {"created", plan.created}, {"model", plan.model},
                   {"choices", json::array({choice})}};
     if (plan.include_usage) chunk["usage"] = nullptr;
-    return sse_event(dump_json(chunk));
+    out += sse_event(dump_json(chunk));
   }
 
   std::string stream_end(const GenerationPlan& plan, const llm::RequestUsage& usage) override {
@@ -185,13 +232,20 @@ class ChatFormat : public ResponseFormat {
  public:
   explicit ChatFormat(const ServedModel& m) : m_(m) {}
 
-  std::string stream_chunk(const GenerationPlan& plan, const ChoiceState& c, const PromptState&, std::string_view text,
-                           std::span<const llm::TokenInfo> tokens, bool first) override {
+  void append_stream_chunk(const GenerationPlan& plan, const ChoiceState& c, const PromptState&, std::string_view text,
+                           std::span<const llm::TokenInfo> tokens, bool first, std::string& out) override {
     if (plan.logprobs < 0) {
-      std::string members = "\"delta\":{\"content\":" + json_string(text) + (first ? ",\"role\":\"assistant\"}" : "}") +
-                            ",\"finish_reason\":" + finish_text(c.finish) + ",\"index\":" + std::to_string(c.index) +
-                            ",\"logprobs\":null";
-      return chunk_event(members, tail_.get(plan, "chat.completion.chunk"));
+      out += kChunkOpen;
+      out += "\"delta\":{\"content\":";
+      append_json_string(out, text);
+      out += first ? ",\"role\":\"assistant\"}" : "}";
+      out += ",\"finish_reason\":";
+      append_finish(out, c.finish);
+      out += ",\"index\":";
+      append_int(out, c.index);
+      out += ",\"logprobs\":null";
+      out += tail_.get(plan, "chat.completion.chunk");
+      return;
     }
     json delta = json::object();
     if (first) delta["role"] = "assistant";
@@ -201,7 +255,7 @@ class ChatFormat : public ResponseFormat {
     json chunk = {{"id", plan.id}, {"object", "chat.completion.chunk"}, {"created", plan.created}, {"model", plan.model},
                   {"choices", json::array({choice})}};
     if (plan.include_usage) chunk["usage"] = nullptr;
-    return sse_event(dump_json(chunk));
+    out += sse_event(dump_json(chunk));
   }
 
   std::string stream_end(const GenerationPlan& plan, const llm::RequestUsage& usage) override {

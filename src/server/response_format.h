@@ -19,11 +19,20 @@ class ResponseFormat {
  public:
   virtual ~ResponseFormat() = default;
 
-  // Streaming: the event(s) for new output of one choice. `text` and `tokens` are what arrived
-  // (`choice` already includes them); `first` on the choice's first chunk; `prompt` is its
-  // request's prompt state (for echo).
-  virtual std::string stream_chunk(const GenerationPlan& plan, const ChoiceState& choice, const PromptState& prompt,
-                                   std::string_view text, std::span<const llm::TokenInfo> tokens, bool first) = 0;
+  // Streaming: appends to `out` the event(s) for new output of one choice. `text` and `tokens`
+  // are what arrived (a streamed choice keeps no text or tokens of its own; its finish reason and
+  // stop string are set); `first` on the choice's first chunk; `prompt` is its request's prompt
+  // state (for echo). Called once a token per stream, so it appends rather than returns.
+  virtual void append_stream_chunk(const GenerationPlan& plan, const ChoiceState& choice, const PromptState& prompt,
+                                   std::string_view text, std::span<const llm::TokenInfo> tokens, bool first,
+                                   std::string& out) = 0;
+  // The same events as a string of their own.
+  std::string stream_chunk(const GenerationPlan& plan, const ChoiceState& choice, const PromptState& prompt,
+                           std::string_view text, std::span<const llm::TokenInfo> tokens, bool first) {
+    std::string out;
+    append_stream_chunk(plan, choice, prompt, text, tokens, first, out);
+    return out;
+  }
   // Streaming: what follows the last chunk (the usage chunk when asked, and the end marker).
   virtual std::string stream_end(const GenerationPlan& plan, const llm::RequestUsage& usage) = 0;
   // Streaming: an error after the response has started.

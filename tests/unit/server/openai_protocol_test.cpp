@@ -351,7 +351,10 @@ TEST(OpenAiResponses, ChatStreamChunksAndEnd) {
 // Stream chunks without logprobs are written directly: the bytes must be those of the object
 // tree the non-streaming code builds, serialised (sorted keys, no spaces).
 TEST(OpenAiResponses, DirectStreamChunksAreTheSerialisedObjects) {
-  const std::string texts[] = {"Yes", "", "say \"hi\"\n\tand \\ back", "caf\xc3\xa9 \xe2\x82\xac", "ab\xe2\x80"};
+  std::string printable;  // every printable ASCII character, '"' and '\\' among them
+  for (char ch = 0x20; ch < 0x7f; ++ch) printable += ch;
+  const std::string texts[] = {"Yes", "", "say \"hi\"\n\tand \\ back", "caf\xc3\xa9 \xe2\x82\xac", "ab\xe2\x80", printable,
+                               printable.substr(0, 2) + "\x7f" + printable.substr(60)};
   const llm::FinishReason finishes[] = {llm::FinishReason::kNone, llm::FinishReason::kStop, llm::FinishReason::kLength};
   for (bool usage : {false, true}) {
     const std::string opts = usage ? R"(, "stream_options": {"include_usage": true})" : "";
