@@ -89,10 +89,10 @@ std::string stream_end_events(const GenerationPlan& plan, const llm::RequestUsag
 // Streaming writes one chunk per token per stream, so the chunks without logprobs are appended
 // directly to the connection's pending bytes rather than built as a tree of maps (about twenty
 // allocations each): the same bytes as dump_json of the object (keys in its sorted order, no
-// spaces), which the tests check.
-
-// Appends `s` as dump_json writes it: printable ASCII other than '"' and '\\' (most token texts)
-// goes as it is; anything else (escapes, UTF-8 and its repair) through dump_json.
+// spaces), which the tests check. The helpers below append one member's value each.
+//
+// append_json_string writes `s` as dump_json does: printable ASCII other than '"' and '\\' (most
+// token texts) goes as it is; anything else (escapes, UTF-8 and its repair) through dump_json.
 void append_json_string(std::string& out, std::string_view s) {
   const bool plain = std::all_of(s.begin(), s.end(), [](char ch) {
     const auto b = static_cast<unsigned char>(ch);

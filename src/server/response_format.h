@@ -26,7 +26,7 @@ class ResponseFormat {
   virtual void append_stream_chunk(const GenerationPlan& plan, const ChoiceState& choice, const PromptState& prompt,
                                    std::string_view text, std::span<const llm::TokenInfo> tokens, bool first,
                                    std::string& out) = 0;
-  // The same events as a string of their own.
+  // The same events as a string of their own (for callers that keep one chunk alone).
   std::string stream_chunk(const GenerationPlan& plan, const ChoiceState& choice, const PromptState& prompt,
                            std::string_view text, std::span<const llm::TokenInfo> tokens, bool first) {
     std::string out;

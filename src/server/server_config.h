@@ -21,7 +21,7 @@ struct ServerConfig {
   double request_timeout_s = 30;         // a request must arrive whole within this, else 408 and close
   double idle_timeout_s = 60;            // a keep-alive connection with no request is closed after this
   double shutdown_grace_s = 30;          // SIGTERM: running requests get this long to finish
-  int network_threads = 2;
+  int network_threads = 2;               // `kiln serve` passes default_network_threads(cores)
   // Streamed responses are written once this many tokens have gathered (and at the first token
   // and a choice's end): 1 writes every token as it comes; more trade smoothness for fewer writes.
   int stream_interval = 1;
