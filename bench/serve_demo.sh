@@ -20,15 +20,16 @@ trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/v2/health/ready" >/dev/null && break; sleep 0.2; done
 lscpu | grep 'Model name'
 metric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 ~ "^"m"[{]" {print $2}'; }
-http_cpu() {  # CPU seconds of the server's network threads so far: "user system"
-  local user=0 sys=0 t
+http_cpu() {  # the server's network threads so far: "user-ticks system-ticks run-seconds"
+  local user=0 sys=0 run=0 t
   for t in /proc/"$server"/task/*; do
     if [ "$(cat "$t/comm" 2>/dev/null)" = kiln-http ]; then
       read -r u s < <(awk '{print $14, $15}' "$t/stat")
-      user=$((user + u)); sys=$((sys + s))
+      read -r r _ < "$t/schedstat"  # nanoseconds on a CPU: exact, where the ticks are 10 ms
+      user=$((user + u)); sys=$((sys + s)); run=$((run + r))
     fi
   done
-  awk -v u="$user" -v s="$sys" -v hz="$(getconf CLK_TCK)" 'BEGIN { print u / hz, s / hz }'
+  awk -v u="$user" -v s="$sys" -v r="$run" 'BEGIN { print u, s, r / 1e9 }'
 }
 for c in ${CONCURRENCY:-1 16 64}; do
   n=$(( c == 1 ? 16 : 4 * c ))
@@ -38,7 +39,8 @@ for c in ${CONCURRENCY:-1 16 64}; do
     grep -iE "throughput|time to first token|time per output token" | sed "s/^/c=$c /" || true
   step1=$(metric kiln_engine_step_seconds_total); over1=$(metric kiln_engine_overhead_seconds_total); http1=$(http_cpu)
   awk -v s0="$step0" -v s1="$step1" -v o0="$over0" -v o1="$over1" -v h0="$http0" -v h1="$http1" -v c="$c" \
-    'BEGIN { split(h0, a, " "); split(h1, b, " "); u = b[1] - a[1]; k = b[2] - a[2]; d = s1 - s0
+    'BEGIN { split(h0, a, " "); split(h1, b, " "); u = b[1] - a[1]; k = b[2] - a[2]; r = b[3] - a[3]; d = s1 - s0
+             f = (u + k) > 0 ? u / (u + k) : 0  # the user share, from the ticks
              printf "c=%s engine overhead %.2f%%, network threads %.2f%% (user %.2f%%, kernel %.2f%%) of model-step time\n",
-                    c, 100 * (o1 - o0) / d, 100 * (u + k) / d, 100 * u / d, 100 * k / d }'
+                    c, 100 * (o1 - o0) / d, 100 * r / d, 100 * r * f / d, 100 * r * (1 - f) / d }'
 done
