@@ -5,10 +5,10 @@
 
 namespace kiln::server {
 
-void EventRelay::post(std::function<void()> task) {
+void EventRelay::post(std::shared_ptr<Target> target) {
   {
     std::lock_guard lock(mu_);
-    pending_.push_back(std::move(task));
+    pending_.push_back(std::move(target));
     if (scheduled_) return;
     scheduled_ = true;
   }
@@ -16,13 +16,13 @@ void EventRelay::post(std::function<void()> task) {
 }
 
 void EventRelay::flush() {
-  std::vector<std::function<void()>> tasks;
   {
     std::lock_guard lock(mu_);
-    tasks.swap(pending_);
+    running_.swap(pending_);  // both keep their capacity
     scheduled_ = false;
   }
-  for (auto& task : tasks) task();
+  for (auto& target : running_) target->on_relayed();
+  running_.clear();
 }
 
 }  // namespace kiln::server

@@ -32,7 +32,7 @@ void GenerationJob::cancel() {
   for (auto& s : streams_) s->cancel();
 }
 
-GenerationJob::Output GenerationJob::poll() {
+GenerationJob::Output GenerationJob::poll(std::string& stream_data) {
   Output out;
   if (done_) {
     out.done = true;
@@ -42,7 +42,7 @@ GenerationJob::Output GenerationJob::poll() {
     scratch_.clear();
     const bool ended = streams_[s]->pop_all(scratch_);
     for (auto& e : scratch_) {
-      on_event(s, e, out);
+      on_event(s, e, out, stream_data);
       if (done_) break;
     }
     if (ended) ended_[s] = true;
@@ -53,7 +53,7 @@ GenerationJob::Output GenerationJob::poll() {
     if (all) {
       done_ = true;
       if (plan_.stream) {
-        out.data += format_->stream_end(plan_, usage_);
+        stream_data += format_->stream_end(plan_, usage_);
       } else {
         HttpResponse r;
         r.body = format_->complete(plan_, choices_, prompts_, usage_);
@@ -65,7 +65,7 @@ GenerationJob::Output GenerationJob::poll() {
   return out;
 }
 
-void GenerationJob::on_event(size_t s, llm::RequestEvent& e, Output& out) {
+void GenerationJob::on_event(size_t s, llm::RequestEvent& e, Output& out, std::string& stream_data) {
   switch (e.kind) {
     case llm::RequestEvent::Kind::kPromptLogprobs:
       prompts_[s].tokens = std::move(e.tokens);
@@ -95,7 +95,7 @@ void GenerationJob::on_event(size_t s, llm::RequestEvent& e, Output& out) {
       // A streamed choice's output goes out as it comes; it keeps none of it.
       const bool first = !c.started;
       if (e.text.empty() && e.tokens.empty() && e.finish == llm::FinishReason::kNone && !first) return;
-      format_->append_stream_chunk(plan_, c, prompts_[s], e.text, e.tokens, first, out.data);
+      format_->append_stream_chunk(plan_, c, prompts_[s], e.text, e.tokens, first, stream_data);
       c.started = true;
       c.text_offset += e.text.size();
       return;
@@ -116,7 +116,7 @@ void GenerationJob::on_event(size_t s, llm::RequestEvent& e, Output& out) {
                         std::nullopt};
       cancel();
       if (plan_.stream) {
-        out.data += format_->stream_error(*error_);
+        stream_data += format_->stream_error(*error_);
       } else {
         out.response = format_->error(*error_);
       }

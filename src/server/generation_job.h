@@ -5,7 +5,7 @@
 // latencies (time to first token, inter-token, end-to-end, queue) in the server's metrics.
 //
 // Threads: set_notifier() registers a callback that the engine thread calls when events arrive;
-// poll() and everything else run on the connection's strand only; cancel() may run anywhere.
+// poll() and everything else run on the connection's event loop only; cancel() may run anywhere.
 #pragma once
 
 #include <chrono>
@@ -33,7 +33,7 @@ class GenerationJob : public Job {
 
   // Output::done: every stream has ended (or one failed).
   void set_notifier(const std::function<void()>& notify) override;
-  Output poll() override;
+  Output poll(std::string& stream_data) override;
   void cancel() override;
   bool streaming() const override { return plan_.stream; }
   void describe(AccessLogEntry& entry) const override;
@@ -43,7 +43,7 @@ class GenerationJob : public Job {
   const std::optional<ApiError>& error() const { return error_; }
 
  private:
-  void on_event(size_t stream, llm::RequestEvent& e, Output& out);
+  void on_event(size_t stream, llm::RequestEvent& e, Output& out, std::string& stream_data);
 
   GenerationPlan plan_;
   std::unique_ptr<ResponseFormat> format_;

@@ -7,11 +7,12 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <boost/asio/bind_executor.hpp>
+#include <charconv>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -31,6 +32,13 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
+// Each connection belongs to one network thread's event loop, so its handlers never run
+// concurrently and need no strand; the executor is the loop's own (not type-erased), so that
+// posting and writing allocate nothing of their own.
+using Executor = net::io_context::executor_type;
+using Socket = net::basic_stream_socket<tcp, Executor>;
+using Stream = beast::basic_stream<tcp, Executor>;
+using Timer = net::basic_waitable_timer<Clock, net::wait_traits<Clock>, Executor>;
 
 std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3)); }
 
@@ -60,9 +68,9 @@ struct ActiveCount {
   std::atomic<int64_t> n{0};
 };
 
-class Session : public std::enable_shared_from_this<Session> {
+class Session : public std::enable_shared_from_this<Session>, public EventRelay::Target {
  public:
-  Session(tcp::socket socket, Service& service, const ServerConfig& config, ActiveCount& active, EventRelay& relay)
+  Session(Socket socket, Service& service, const ServerConfig& config, ActiveCount& active, EventRelay& relay)
       : stream_(std::move(socket)),
         timer_(stream_.get_executor()),
         service_(service),
@@ -74,6 +82,8 @@ class Session : public std::enable_shared_from_this<Session> {
     // TCP_NODELAY, Nagle's algorithm holds each small write until the client acknowledges the
     // previous one, which a delayed ACK puts off by up to 40 ms.
     stream_.socket().set_option(tcp::no_delay(true), ec);
+    // Stream chunks are first written at once (write_now); the asynchronous writes are unaffected.
+    stream_.socket().non_blocking(true, ec);
     auto ep = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
   }
@@ -189,18 +199,11 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!reply.job) return write_response(std::move(reply.response));
     job_ = std::move(reply.job);
     auto self = shared_from_this();
-    // The engine thread calls this; it only schedules a poll on this session's strand, through
-    // the relay (one wake-up for all the sessions a step serves). The session stays alive
-    // through it until the job is dropped (which drops the notifier).
+    // The engine thread calls this; it only schedules a poll on this session's event loop,
+    // through the loop's relay (one wake-up for all the sessions a step serves). The session
+    // stays alive through it until the job is dropped (which drops the notifier).
     job_->set_notifier([self] {
-      if (!self->poll_scheduled_.exchange(true)) {
-        self->relay_.post([self] {
-          net::post(self->stream_.get_executor(), [self] {
-            self->poll_scheduled_.store(false);
-            self->on_job_events();
-          });
-        });
-      }
+      if (!self->poll_scheduled_.exchange(true)) self->relay_.post(self);
     });
     watch_client();
     if (job_->streaming()) {
@@ -240,14 +243,18 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
+  void on_relayed() override {
+    poll_scheduled_.store(false);
+    on_job_events();
+  }
+
   // Each notification schedules one poll, so polls may outnumber events: one that runs after the
   // job's last event finds it done again. Only the first answer is written.
   void on_job_events() {
     if (!job_ || job_answered_) return;
-    Job::Output out = job_->poll();
+    Job::Output out = job_->poll(pending_);
     if (out.done) job_answered_ = true;
     if (job_->streaming()) {
-      pending_ += out.data;
       if (out.done) job_done_ = true;
       if (!writing_) flush_stream();
       return;
@@ -259,23 +266,40 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
+  // Sends what is pending as one HTTP chunk, followed by the last chunk once the job is done.
   void flush_stream() {
     if (client_gone_) return end_exchange_and_close();
+    if (pending_.empty() && !job_done_) return;
+    chunk_.clear();  // keeps its capacity: no allocation a token
     if (!pending_.empty()) {
-      writing_ = true;
-      write_buf_.swap(pending_);  // both keep their capacity: no allocation a token
+      char size[16];
+      const auto [end, ec] = std::to_chars(size, size + sizeof size, pending_.size(), 16);
+      chunk_.append(size, end).append("\r\n").append(pending_).append("\r\n");
       pending_.clear();
-      net::async_write(stream_, http::make_chunk(net::buffer(write_buf_)),
-                       beast::bind_front_handler(&Session::on_stream_write, shared_from_this()));
-      return;
     }
     if (job_done_) {
-      writing_ = true;
+      chunk_ += "0\r\n\r\n";
       job_done_ = false;
       last_chunk_sent_ = true;
-      net::async_write(stream_, http::make_chunk_last(),
-                       beast::bind_front_handler(&Session::on_stream_write, shared_from_this()));
     }
+    writing_ = true;
+    beast::error_code ec;
+    const size_t sent = write_now(chunk_, ec);
+    if (ec || sent == chunk_.size()) return on_stream_write(ec, sent);
+    net::async_write(stream_, net::buffer(chunk_.data() + sent, chunk_.size() - sent),
+                     beast::bind_front_handler(&Session::on_stream_write, shared_from_this()));
+  }
+
+  // A token's chunk nearly always fits in the socket's send buffer at once: writing it straight
+  // away (the socket is non-blocking) costs no asynchronous operation and no handler. Returns the
+  // bytes written; what a full buffer left goes out asynchronously.
+  size_t write_now(const std::string& bytes, beast::error_code& ec) {
+    const size_t n = stream_.socket().write_some(net::buffer(bytes), ec);
+    if (ec == net::error::would_block || ec == net::error::try_again) {
+      ec = {};
+      return 0;
+    }
+    return ec ? 0 : n;
   }
 
   void on_stream_write(beast::error_code ec, size_t) {
@@ -382,8 +406,8 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  beast::tcp_stream stream_;
-  net::steady_timer timer_;
+  Stream stream_;
+  Timer timer_;
   Service& service_;
   const ServerConfig& config_;
   ActiveCount& active_;
@@ -399,12 +423,26 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<bool> poll_scheduled_{false};
   AccessLogEntry log_;
   Clock::time_point start_, read_started_;
-  std::string pending_, write_buf_;
+  std::string pending_, chunk_;  // stream bytes not yet written; the chunk being written
   unsigned version_ = 11;
   bool keep_alive_ = true, head_ = false, in_exchange_ = false, writing_ = false, watching_ = false;
   bool resume_after_watch_ = false, client_gone_ = false, job_done_ = false, job_answered_ = false, last_chunk_sent_ = false;
   bool timed_out_ = false, linger_ = false;
 };
+
+
+// One network thread's event loop and the relay that wakes it.
+struct EventLoop {
+  net::io_context ioc{1};
+  net::executor_work_guard<Executor> work{ioc.get_executor()};  // runs until stop()
+  EventRelay relay{ioc};
+};
+
+std::vector<std::unique_ptr<EventLoop>> make_loops(int n) {
+  std::vector<std::unique_ptr<EventLoop>> loops;
+  for (int i = 0; i < n; ++i) loops.push_back(std::make_unique<EventLoop>());
+  return loops;
+}
 
 }  // namespace
 
@@ -412,17 +450,19 @@ struct HttpServer::Impl {
   Impl(Service& s, const ServerConfig& c)
       : service(s),
         config(c),
-        ioc(c.network_threads),
-        acceptor(net::make_strand(ioc)),
-        signals(ioc, SIGINT, SIGTERM),
-        relay(ioc) {}
+        loops(make_loops(c.network_threads)),
+        acceptor(loops[0]->ioc),
+        signals(loops[0]->ioc, SIGINT, SIGTERM) {}
 
+  // The acceptor and the signals live on the first loop; connections go to the loops in turn.
   void accept() {
-    acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    EventLoop& loop = *loops[next_loop];
+    next_loop = (next_loop + 1) % loops.size();
+    acceptor.async_accept(loop.ioc.get_executor(), [this, &loop](beast::error_code ec, Socket socket) {
       if (ec) {
         if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
       } else {
-        std::make_shared<Session>(std::move(socket), service, config, active, relay)->start();
+        std::make_shared<Session>(std::move(socket), service, config, active, loop.relay)->start();
       }
       accept();
     });
@@ -430,10 +470,10 @@ struct HttpServer::Impl {
 
   Service& service;
   const ServerConfig& config;
-  net::io_context ioc;
+  std::vector<std::unique_ptr<EventLoop>> loops;  // before the acceptor and signals, which use the first
+  size_t next_loop = 0;                           // the first loop's thread only
   tcp::acceptor acceptor;
   net::signal_set signals;
-  EventRelay relay;
   // on_signal's callback, and a signal that came before there was one (between start() and
   // on_signal()), delivered when the callback is set.
   std::mutex signal_mu;
@@ -476,11 +516,11 @@ Status HttpServer::start() {
     }
     fn(sig);
   });
-  for (int i = 0; i < impl_->config.network_threads; ++i) {
-    impl_->threads.emplace_back([this] {
+  for (auto& loop : impl_->loops) {
+    impl_->threads.emplace_back([&ioc = loop->ioc] {
       set_current_thread_name("kiln-http");
       lower_current_thread_priority();
-      impl_->ioc.run();
+      ioc.run();
     });
   }
   return Status::ok();
@@ -511,7 +551,7 @@ void HttpServer::wait_idle(double seconds) {
 }
 
 void HttpServer::stop() {
-  impl_->ioc.stop();
+  for (auto& loop : impl_->loops) loop->ioc.stop();
   for (auto& t : impl_->threads) {
     if (t.joinable()) t.join();
   }

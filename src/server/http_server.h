@@ -1,10 +1,10 @@
 // HttpServer: the transport. HTTP/1.1 with keep-alive on Boost.Beast/Asio: an acceptor and one
-// session per connection, each on its own strand, run by `network_threads` threads that never
-// wait for a model step. A session reads one request (header and body limits: 431 and 413; a
-// request that does not arrive whole within the request timeout: 408), asks the Service for
-// the reply, and writes it; a reply in the making is driven by its Job, whose
-// notifier posts to the session's strand. Streaming replies are chunked server-sent events.
-// A client that goes away mid-generation has its requests cancelled.
+// session per connection, run by `network_threads` threads that never wait for a model step, each
+// with an event loop of its own to which connections are handed in turn. A session reads one
+// request (header and body limits: 431 and 413; a request that does not arrive whole within the
+// request timeout: 408), asks the Service for the reply, and writes it; a reply in the making is
+// driven by its Job, whose notifier posts to the session's event loop. Streaming replies are
+// chunked server-sent events. A client that goes away mid-generation has its requests cancelled.
 //
 // Lifetime: the Service and config outlive the server. start() binds and starts the threads;
 // stop_accepting() closes the listener (running exchanges go on); stop() ends every thread.

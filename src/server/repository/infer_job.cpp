@@ -13,7 +13,7 @@ InferJob::~InferJob() {
   ticket_->set_notifier(nullptr);
 }
 
-Job::Output InferJob::poll() {
+Job::Output InferJob::poll(std::string& /*stream_data*/) {
   Output out;
   if (answered_ || !ticket_->done()) return out;
   answered_ = true;

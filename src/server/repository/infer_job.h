@@ -26,7 +26,7 @@ class InferJob : public Job {
   ~InferJob() override;
 
   void set_notifier(const std::function<void()>& notify) override { ticket_->set_notifier(notify); }
-  Output poll() override;
+  Output poll(std::string& stream_data) override;
   void cancel() override { ticket_->cancel(); }
   bool streaming() const override { return false; }
   void describe(AccessLogEntry& entry) const override;

@@ -68,7 +68,7 @@ class LoadJob : public Job {
     }
     state_->notify = notify;
   }
-  Output poll() override {
+  Output poll(std::string& /*stream_data*/) override {
     Output out;
     std::lock_guard lock(state_->mu);
     if (!state_->done || answered_) return out;
