@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <charconv>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -16,6 +15,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <charconv>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -273,8 +273,8 @@ class Session : public std::enable_shared_from_this<Session>, public EventRelay:
     chunk_.clear();  // keeps its capacity: no allocation a token
     if (!pending_.empty()) {
       char size[16];
-      const auto [end, ec] = std::to_chars(size, size + sizeof size, pending_.size(), 16);
-      chunk_.append(size, end).append("\r\n").append(pending_).append("\r\n");
+      char* size_end = std::to_chars(size, size + sizeof size, pending_.size(), 16).ptr;
+      chunk_.append(size, size_end).append("\r\n").append(pending_).append("\r\n");
       pending_.clear();
     }
     if (job_done_) {
@@ -429,7 +429,6 @@ class Session : public std::enable_shared_from_this<Session>, public EventRelay:
   bool resume_after_watch_ = false, client_gone_ = false, job_done_ = false, job_answered_ = false, last_chunk_sent_ = false;
   bool timed_out_ = false, linger_ = false;
 };
-
 
 // One network thread's event loop and the relay that wakes it.
 struct EventLoop {
