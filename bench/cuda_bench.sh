@@ -64,12 +64,13 @@ first_token_s=$(since "$t0")
 "$KILN" bench "$engine" --prompt 2048 --decode 8 --repeat 3 --kv-cache-dtype bf16 | tee "$WORK/prefill_bf16kv.txt"
 # Batch 64 (64 requests of 128 + 128 tokens at once: decode-bound) and offline throughput
 # (OFFLINE_REQUESTS requests of 128 + 128, the serving engine batching up to that many), each
-# through the serving engine with a KV pool large enough that nothing is preempted.
+# through the serving engine with a KV pool large enough that nothing is preempted (OFFLINE_KV_GIB,
+# default 72: 256 requests need 32 GiB of a bf16 cache; 40 leaves an 80 GB card room for the weights).
 # BATCH=0 leaves both out.
 if [ "${BATCH:-1}" = 1 ]; then
   "$KILN" bench "$engine" --offline --batch 64 --prompt 128 --decode 128 --kv-cache-gib 24 --kv-cache-dtype "$batch_kv" |
     tee "$WORK/batch64.txt"
-  "$KILN" bench "$engine" --offline --batch "${OFFLINE_REQUESTS:-256}" --prompt 128 --decode 128 --kv-cache-gib 72 \
+  "$KILN" bench "$engine" --offline --batch "${OFFLINE_REQUESTS:-256}" --prompt 128 --decode 128 --kv-cache-gib "${OFFLINE_KV_GIB:-72}" \
     --kv-cache-dtype "$batch_kv" | tee "$WORK/offline.txt"
 fi
 if [ "${SERVE:-0}" = 1 ]; then  # kiln serve on the GPU (KV cache from --gpu-memory-fraction), kiln bench serve on loopback
