@@ -41,7 +41,12 @@ function(kiln_cuda_module)
   add_library(kiln_backends_cuda STATIC ${sources})
   set_target_properties(kiln_backends_cuda PROPERTIES UNITY_BUILD OFF)
   target_include_directories(kiln_backends_cuda PUBLIC ${PROJECT_SOURCE_DIR}/src)
-  target_link_libraries(kiln_backends_cuda PUBLIC ${ARG_DEPS} PRIVATE CUDA::cudart_static CUDA::cublas CUDA::cublasLt)
+  # cuBLAS and cuBLASLt are opened when first needed (cublas_library.cpp), not linked: their headers only.
+  target_link_libraries(kiln_backends_cuda PUBLIC ${ARG_DEPS} PRIVATE CUDA::cudart_static ${CMAKE_DL_LIBS})
+  target_compile_definitions(kiln_backends_cuda PRIVATE
+    KILN_CUBLAS_SONAME="libcublas.so.${CUDAToolkit_VERSION_MAJOR}"
+    KILN_CUBLASLT_SONAME="libcublasLt.so.${CUDAToolkit_VERSION_MAJOR}"
+    KILN_CUDA_LIBRARY_DIR="${CUDAToolkit_LIBRARY_DIR}")
   target_compile_definitions(kiln_backends_cuda PUBLIC KILN_VERSION="${PROJECT_VERSION}")
   # C++ sources get the project's warnings through kiln_flags (CXX only); nvcc gets its own set
   # (-Wpedantic would report nvcc's generated host code).

@@ -16,6 +16,7 @@
 
 #include "backends/cpu/attention.h"
 #include "backends/cpu/rope.h"
+#include "backends/cuda/cublas_library.h"
 #include "backends/cuda/cuda_attention.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_elementwise.h"
@@ -686,6 +687,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   KILN_RETURN_IF_ERROR(cuda_device_supported(state->device));
   KILN_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking));
+  KILN_RETURN_IF_ERROR(load_cublas());
   KILN_CUBLAS_RETURN_IF_ERROR(cublasCreate(&state->cublas));
   KILN_CUBLAS_RETURN_IF_ERROR(cublasSetStream(state->cublas, state->stream));
   KILN_RETURN_IF_ERROR(state->workspace.allocate(kCublasWorkspace));

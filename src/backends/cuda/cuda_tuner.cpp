@@ -6,6 +6,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backends/cuda/cublas_library.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_gemm.h"
@@ -63,6 +64,7 @@ struct CudaKernelTuner::Gpu {
 
   Status init() {
     KILN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    KILN_RETURN_IF_ERROR(load_cublas());
     KILN_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas));
     KILN_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas, stream));
     KILN_RETURN_IF_ERROR(workspace.reserve(kCublasWorkspace));
