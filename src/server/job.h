@@ -4,7 +4,8 @@
 // job on the connection's event loop for text to send now (streaming) or the whole response.
 //
 // Threads: set_notifier()'s callback may be called from any thread (the engine's, a model
-// instance's); poll() and describe() run on the connection's event loop only; cancel() may run anywhere.
+// instance's); poll() and describe() run on the connection's event loop only; cancel() may run
+// anywhere.
 #pragma once
 
 #include <functional>

@@ -18,6 +18,8 @@ struct CublasApi {
   decltype(&::cublasSetWorkspace_v2) set_workspace = nullptr;
   decltype(&::cublasGetStatusName) status_name = nullptr;
   decltype(&::cublasGetStatusString) status_string = nullptr;
+  // cublasGemmEx is also an inline overload in cublas_api.h (cudaDataType as the compute type), so
+  // decltype cannot name it: the exported one's type is spelled out.
   cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
                             const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
                             cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
@@ -51,7 +53,8 @@ void* open_library(const char* soname, std::string& error) {
 
 Status cannot_open(const char* soname, const std::string& error) {
   return not_found(std::string("the CUDA backend cannot load ") + soname + ": " + error +
-                   "; install the cuBLAS of the CUDA toolkit Kiln was built with, or add its folder to LD_LIBRARY_PATH");
+                   "; install the cuBLAS of the CUDA toolkit Kiln was built with, or add its folder to "
+                   "LD_LIBRARY_PATH");
 }
 
 // fn = the library's `symbol`; `missing` keeps the first symbol that was not found.
