@@ -37,7 +37,7 @@ if [ ! -f "$ckpt/config.json" ]; then
   echo "random checkpoint: $(since "$t0") s"
 fi
 if [ ! -f "$ckpt/tokenizer.json" ]; then
-  # The serving engine (--offline) detokenizes what it generates: give the random checkpoint the
+  # The serving loop (--offline) detokenizes what it generates: give the random checkpoint the
   # demo model's BPE tokenizer, its vocabulary padded with unused entries to the model's size.
   python3 - "$ckpt" "${TOKENIZER:-models/demo/tokenizer.json}" <<'PY'
 import json, sys
@@ -63,8 +63,8 @@ first_token_s=$(since "$t0")
 "$KILN" bench "$engine" --prompt 128 --decode 128 --repeat 3 --kv-cache-dtype bf16 | tee "$WORK/decode_bf16kv.txt"
 "$KILN" bench "$engine" --prompt 2048 --decode 8 --repeat 3 --kv-cache-dtype bf16 | tee "$WORK/prefill_bf16kv.txt"
 # Batch 64 (64 requests of 128 + 128 tokens at once: decode-bound) and offline throughput
-# (OFFLINE_REQUESTS requests of 128 + 128, the serving engine batching up to that many), each
-# through the serving engine with a KV pool large enough that nothing is preempted (OFFLINE_KV_GIB,
+# (OFFLINE_REQUESTS requests of 128 + 128, the serving loop batching up to that many), each
+# through the serving loop with a KV pool large enough that nothing is preempted (OFFLINE_KV_GIB,
 # default 72: 256 requests need 32 GiB of a bf16 cache; 40 leaves an 80 GB card room for the weights).
 # BATCH=0 leaves both out.
 if [ "${BATCH:-1}" = 1 ]; then

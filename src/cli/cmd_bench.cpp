@@ -10,8 +10,8 @@
 // fraction of the memory-bandwidth limit reached.
 //
 // Offline: N requests of --prompt random tokens, each generating --decode tokens (greedy unless
-// --temperature, ignore_eos), submitted at once to the serving engine (continuous batching, no HTTP); prints
-// requests/s, output and total tokens/s, the mean step time and the engine's own time per step
+// --temperature, ignore_eos), submitted at once to the serving loop (continuous batching, no HTTP); prints
+// requests/s, output and total tokens/s, the mean step time and the serving loop's own time per step
 // outside the model (scheduling, sampling, detokenising) as a share of the model's.
 #include <algorithm>
 #include <chrono>
@@ -27,7 +27,7 @@
 #endif
 #include "base/mapped_file.h"
 #include "cli/commands.h"
-#include "llm/serving/engine.h"
+#include "llm/serving/serving_loop.h"
 #include "runtime/sequence_runner.h"
 
 namespace kiln::cli {
@@ -40,7 +40,7 @@ struct BenchArgs {
   int threads = 0;
   bool offline = false;
   int64_t batch = 1;
-  double kv_cache_gib = 0.0;  // --offline: KV pool size; 0 = the serving engine's default
+  double kv_cache_gib = 0.0;  // --offline: KV pool size; 0 = the serving loop's default
   double gpu_memory_fraction = 0.0;  // --offline, cuda engines: the KV pool from the GPU's free memory; 0: not given
   std::string kv_cache_dtype = "auto";
   float temperature = 0.0f, top_p = 1.0f;  // --offline requests' sampling (seeded by their index)
@@ -100,8 +100,8 @@ double measure_bandwidth(bool gpu) {
 }
 
 // Submits `prompts` and waits for every request to end; returns the first error. It polls the
-// streams every 2 ms rather than waking on each event, so that it takes no CPU from the engine.
-Status run_requests(llm::ServingEngine& engine, const std::vector<std::vector<int32_t>>& prompts, int64_t decode,
+// streams every 2 ms rather than waking on each event, so that it takes no CPU from the serving loop.
+Status run_requests(llm::ServingLoop& loop, const std::vector<std::vector<int32_t>>& prompts, int64_t decode,
                     const BenchArgs& a) {
   std::vector<std::shared_ptr<llm::ResponseStream>> streams;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -112,7 +112,7 @@ Status run_requests(llm::ServingEngine& engine, const std::vector<std::vector<in
     req.params.seed = i;
     req.params.max_tokens = static_cast<int32_t>(decode);
     req.params.ignore_eos = true;
-    KILN_ASSIGN_OR_RETURN(auto stream, engine.submit(std::move(req)));
+    KILN_ASSIGN_OR_RETURN(auto stream, loop.submit(std::move(req)));
     streams.push_back(std::move(stream));
   }
   std::vector<llm::RequestEvent> events;
@@ -156,10 +156,10 @@ int run_offline_bench(const BenchArgs& a, std::optional<runtime::KvCacheDtype> k
   options.max_num_seqs = a.batch;
   options.kv_cache_bytes = kv_cache_bytes;
   options.kv_cache_dtype = kv_dtype.value_or(session->model->native_kv_cache_dtype());
-  options.on_engine_thread_start = [threads = a.threads] { cpu::cpu_set_threads(threads); };
-  auto engine = llm::ServingEngine::create(*session->executor, **tokenizer, {}, options);
-  if (!engine) return fail(engine.status());
-  const llm::ServingOptions& used = (*engine)->options();
+  options.on_loop_thread_start = [threads = a.threads] { cpu::cpu_set_threads(threads); };
+  auto loop = llm::ServingLoop::create(*session->executor, **tokenizer, {}, options);
+  if (!loop) return fail(loop.status());
+  const llm::ServingOptions& used = (*loop)->options();
 
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(facts.vocab_size - 1));
@@ -180,23 +180,23 @@ int run_offline_bench(const BenchArgs& a, std::optional<runtime::KvCacheDtype> k
               static_cast<double>(used.kv_cache_bytes) / (1 << 20),
               std::string(runtime::kv_cache_dtype_name(used.kv_cache_dtype)).c_str());
   // A short warm-up run (caches, page tables, thread pool), not measured.
-  if (Status st = run_requests(**engine, random_prompts(1), std::min<int64_t>(a.decode, 8), a); !st) return fail(st);
+  if (Status st = run_requests(**loop, random_prompts(1), std::min<int64_t>(a.decode, 8), a); !st) return fail(st);
 
-  const llm::ServingStats before = (*engine)->stats();
+  const llm::ServingStats before = (*loop)->stats();
   const auto t0 = std::chrono::steady_clock::now();
-  if (Status st = run_requests(**engine, random_prompts(a.batch), a.decode, a); !st) return fail(st);
+  if (Status st = run_requests(**loop, random_prompts(a.batch), a.decode, a); !st) return fail(st);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const llm::ServingStats after = (*engine)->stats();
+  const llm::ServingStats after = (*loop)->stats();
 
   const auto steps = static_cast<double>(after.steps - before.steps);
   const double step_s = after.step_seconds - before.step_seconds;
-  const double engine_s = after.engine_seconds - before.engine_seconds;
+  const double loop_s = after.loop_seconds - before.loop_seconds;
   const auto n = static_cast<double>(a.batch);
   std::printf("requests %10.2f requests/s   (%.3f s for all)\n", n / wall, wall);
   std::printf("output   %10.1f tokens/s\n", n * static_cast<double>(a.decode) / wall);
   std::printf("total    %10.1f tokens/s   (prompt + output)\n", n * static_cast<double>(a.prompt + a.decode) / wall);
-  std::printf("steps    %10.0f            mean %.3f ms in the model, %.3f ms in the engine around it (%.1f%%)\n",
-              steps, 1e3 * step_s / steps, 1e3 * engine_s / steps, 100.0 * engine_s / step_s);
+  std::printf("steps    %10.0f            mean %.3f ms in the model, %.3f ms in the serving loop around it (%.1f%%)\n",
+              steps, 1e3 * step_s / steps, 1e3 * loop_s / steps, 100.0 * loop_s / step_s);
   // The steps that computed no prompt token: the model's decode rate at this batch, without the
   // prefill steps and the time around the model.
   const auto decode_steps = static_cast<double>(after.decode_steps - before.decode_steps);
@@ -208,7 +208,7 @@ int run_offline_bench(const BenchArgs& a, std::optional<runtime::KvCacheDtype> k
                 rows / decode_s, decode_steps, rows / decode_steps, 1e3 * decode_s / decode_steps);
   }
   std::printf("preemptions %lld\n", static_cast<long long>(after.preemptions - before.preemptions));
-  (*engine)->shutdown(0);
+  (*loop)->shutdown(0);
   return 0;
 }
 
@@ -290,7 +290,7 @@ CommandFn add_bench_command(CLI::App& app) {
   cmd->add_option("--decode", args->decode, "decoded tokens")->capture_default_str();
   cmd->add_option("--repeat", args->repeat, "runs (median reported)")->capture_default_str();
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
-  cmd->add_flag("--offline", args->offline, "serve --batch requests through the serving engine (no HTTP)");
+  cmd->add_flag("--offline", args->offline, "serve --batch requests through the serving loop (no HTTP)");
   cmd->add_option("--batch", args->batch, "requests submitted at once (--offline)")->capture_default_str();
   cmd->add_option("--temperature", args->temperature, "--offline: the requests' temperature (0 = greedy)")
       ->capture_default_str();
@@ -300,7 +300,7 @@ CommandFn add_bench_command(CLI::App& app) {
                   "quarter)")
       ->capture_default_str();
   cmd->add_option("--kv-cache-gib", args->kv_cache_gib,
-                  "KV pool in GiB (--offline; default: the serving engine's, at most 1 GiB)");
+                  "KV pool in GiB (--offline; default: the serving loop's, at most 1 GiB)");
   cmd->add_option("--gpu-memory-fraction", args->gpu_memory_fraction,
                   "--offline, cuda engines: the share of the GPU's memory kiln may hold; the KV pool takes what the "
                   "weights and activations leave of it (e.g. 0.9)");

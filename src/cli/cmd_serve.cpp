@@ -1,7 +1,7 @@
 // kiln serve [ENGINE] [--host H] [--port P] [--api-key KEY | --api-key-file F] [...]
 // kiln serve --model-repository DIR [--engine-cache-dir D] [--host H] [--port P] [...]
 // The HTTP server: OpenAI- and KServe-compatible endpoints over one continuously batched
-// ServingEngine. With no ENGINE it serves the bundled demo model (cli/demo_engine.h). With
+// ServingLoop. With no ENGINE it serves the bundled demo model (cli/demo_engine.h). With
 // --model-repository it serves the general models of a Triton-style repository instead (KServe
 // infer with dynamic batching, server/repository/).
 #include <sys/stat.h>
@@ -21,7 +21,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "cli/commands.h"
 #include "cli/demo_engine.h"
-#include "llm/serving/engine.h"
+#include "llm/serving/serving_loop.h"
 #include "server/api_service.h"
 #include "server/http_server.h"
 #include "server/repository/grpc_server.h"
@@ -238,15 +238,15 @@ int run_serve(ServeArgs a) {
   auto served = server::served_model_from_files((*model)->files(), name, (*model)->facts().max_seq_len,
                                                 (*model)->facts().vocab_size, chat_template);
   if (!served) return fail(served.status());
-  // OpenMP's thread count is per thread: the engine thread, which runs the steps, sets its own.
+  // OpenMP's thread count is per thread: the loop thread, which runs the steps, sets its own.
   const int threads = a.threads;
-  options.on_engine_thread_start = [threads] { cpu::cpu_set_threads(threads); };
-  auto engine = llm::ServingEngine::create(**executor, *served->tokenizer, served->eos_ids, options);
-  if (!engine) return fail(engine.status());
+  options.on_loop_thread_start = [threads] { cpu::cpu_set_threads(threads); };
+  auto loop = llm::ServingLoop::create(**executor, *served->tokenizer, served->eos_ids, options);
+  if (!loop) return fail(loop.status());
 
   server::ServerMetrics metrics(name);
-  (*engine)->set_step_observer([&metrics](double seconds, int64_t) { metrics.record_step(seconds); });
-  server::ApiService service(*served, **engine, metrics, config);
+  (*loop)->set_step_observer([&metrics](double seconds, int64_t) { metrics.record_step(seconds); });
+  server::ApiService service(*served, **loop, metrics, config);
   server::HttpServer http(service, config);
   if (Status s = http.start(); !s) return fail(s);
   service.set_ready(true);
@@ -262,8 +262,8 @@ int run_serve(ServeArgs a) {
                signal_seen == SIGINT ? "SIGINT" : "SIGTERM", config.shutdown_grace_s);
   service.set_ready(false);
   http.stop_accepting();
-  (*engine)->shutdown(config.shutdown_grace_s);
-  // The engine has pushed every request's last event; let the connections write them.
+  (*loop)->shutdown(config.shutdown_grace_s);
+  // The loop has pushed every request's last event; let the connections write them.
   http.wait_idle(5.0);
   http.stop();
   std::fprintf(stderr, "kiln serve: stopped\n");

@@ -67,7 +67,7 @@ Expected<std::string> demo_engine(int threads) {
   engine::EngineBuildHooks hooks;
   hooks.tuner = &tuner;
   // Compiled on a thread of its own: timing kernels starts OpenMP's workers, and they leave with
-  // that thread instead of idling beside the serving engine's (see ServingEngine::create).
+  // that thread instead of idling beside the serving loop's (see ServingLoop::create).
   Status built;
   std::thread([&] {
     cpu::cpu_set_threads(threads);

@@ -6,7 +6,7 @@
 //
 // Two ways to hand out blocks: kv_cache_reserve / kv_cache_free (one sequence at a time: kiln
 // run, eval, bench), or a block manager that owns every block id of the cache itself (the
-// serving engine's llm/scheduling). A cache is used one way or the other, never both.
+// serving loop's llm/scheduling). A cache is used one way or the other, never both.
 #pragma once
 
 #include <cstdint>

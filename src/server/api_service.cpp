@@ -81,7 +81,7 @@ ApiService::Reply ApiService::handle(const HttpRequest& req, const std::string& 
     case Endpoint::kMetrics: {
       HttpResponse r;
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      r.body = metrics_.render(engine_.stats());
+      r.body = metrics_.render(loop_.stats());
       reply.response = std::move(r);
       return reply;
     }
@@ -140,7 +140,7 @@ ApiService::Reply ApiService::submit(GenerationPlan plan, std::unique_ptr<Respon
   for (auto& r : plan.requests) {
     // A streamed answer is polled as tokens gather; a whole one only at its end.
     r.notify_every = plan.stream ? config_.stream_interval : 0;
-    auto s = engine_.submit(std::move(r));
+    auto s = loop_.submit(std::move(r));
     if (!s) {
       for (auto& started : streams) started->cancel();
       const Status& st = s.status();

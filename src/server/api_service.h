@@ -1,20 +1,20 @@
 // ApiService: everything the server answers, apart from the transport. Given one HTTP request it
 // routes it, checks the API key, parses and validates the body through the protocol of its
 // endpoint, and either answers at once (models, tokenize, health, metrics, every refusal) or
-// submits the engine requests and hands back a GenerationJob that the transport drives until
-// its streams end. When an exchange ends, finish() counts it in /metrics and writes its access
-// log line.
+// submits the requests to the serving loop and hands back a GenerationJob that the transport
+// drives until its streams end. When an exchange ends, finish() counts it in /metrics and writes
+// its access log line.
 //
-// Owns nothing but its readiness flag: the model, the engine, the metrics and the config outlive
-// it. handle() and finish() are called from every network thread at once; they share only
-// thread-safe state (the engine's submit, metrics, the readiness flag).
+// Owns nothing but its readiness flag: the model, the serving loop, the metrics and the config
+// outlive it. handle() and finish() are called from every network thread at once; they share only
+// thread-safe state (the loop's submit, metrics, the readiness flag).
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <string>
 
-#include "llm/serving/engine.h"
+#include "llm/serving/serving_loop.h"
 #include "server/access_log.h"
 #include "server/generation_job.h"
 #include "server/http_message.h"
@@ -28,8 +28,8 @@ namespace kiln::server {
 
 class ApiService : public Service {
  public:
-  ApiService(const ServedModel& model, llm::ServingEngine& engine, ServerMetrics& metrics, const ServerConfig& config)
-      : model_(model), engine_(engine), metrics_(metrics), config_(config) {}
+  ApiService(const ServedModel& model, llm::ServingLoop& loop, ServerMetrics& metrics, const ServerConfig& config)
+      : model_(model), loop_(loop), metrics_(metrics), config_(config) {}
 
   Reply handle(const HttpRequest& request, const std::string& request_id, std::string remote) override;
   // Records a finished exchange (status sent, duration) in metrics and the access log.
@@ -43,7 +43,7 @@ class ApiService : public Service {
   Reply submit(GenerationPlan plan, std::unique_ptr<ResponseFormat> format, Reply reply);
 
   const ServedModel& model_;
-  llm::ServingEngine& engine_;
+  llm::ServingLoop& loop_;
   ServerMetrics& metrics_;
   const ServerConfig& config_;
   std::atomic<bool> ready_{false};

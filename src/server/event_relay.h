@@ -1,4 +1,4 @@
-// EventRelay: hands work from the serving engine's thread to one network thread's event loop with
+// EventRelay: hands work from the serving loop's thread to one network thread's event loop with
 // one wake-up per batch. The engine tells up to max-num-seqs sessions a step that tokens are
 // waiting, one after another; posting each to the event loop would wake the network thread (a
 // futex or an eventfd write, and the scheduler's work) for every one of them. The relay queues

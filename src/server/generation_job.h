@@ -4,7 +4,7 @@
 // it arrives when streaming, or the whole response when every stream has ended. It records
 // latencies (time to first token, inter-token, end-to-end, queue) in the server's metrics.
 //
-// Threads: set_notifier() registers a callback that the engine thread calls when events arrive;
+// Threads: set_notifier() registers a callback that the loop thread calls when events arrive;
 // poll() and everything else run on the connection's event loop only; cancel() may run anywhere.
 #pragma once
 

@@ -50,11 +50,11 @@ std::string lower(beast::string_view s) {
   return out;
 }
 
-// The network threads run at a lower priority than the engine thread (nice +10, which needs no
+// The network threads run at a lower priority than the loop thread (nice +10, which needs no
 // privilege). With as many compute threads as cores, a network thread woken to send a token would
-// otherwise preempt the engine thread between steps, where it samples and hands out the step's
+// otherwise preempt the loop thread between steps, where it samples and hands out the step's
 // tokens; they get the cores whenever the engine waits, and a share of them while it computes.
-// Measured on the demo model with 2 threads on 2 cores: the engine thread's time between steps
+// Measured on the demo model with 2 threads on 2 cores: the loop thread's time between steps
 // falls from 13-16% to 6-9% of the step time at 16 and 64 streams. Best effort: a refusal
 // leaves the thread as it was.
 constexpr int kNetworkThreadNice = 10;
@@ -199,7 +199,7 @@ class Session : public std::enable_shared_from_this<Session>, public EventRelay:
     if (!reply.job) return write_response(std::move(reply.response));
     job_ = std::move(reply.job);
     auto self = shared_from_this();
-    // The engine thread calls this; it only schedules a poll on this session's event loop,
+    // The loop thread calls this; it only schedules a poll on this session's event loop,
     // through the loop's relay (one wake-up for all the sessions a step serves). The session
     // stays alive through it until the job is dropped (which drops the notifier).
     job_->set_notifier([self] {

@@ -4,7 +4,7 @@
 //
 // The registry owns its families; families live as long as the registry and are handed out as
 // references at registration, before any thread uses them. Every update and render() is
-// thread-safe (a mutex per family), so the engine thread, the network threads and a scrape may
+// thread-safe (a mutex per family), so the loop thread, the network threads and a scrape may
 // touch the same family at once.
 #pragma once
 

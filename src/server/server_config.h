@@ -32,7 +32,7 @@ Status validate_server_config(const ServerConfig& config);
 // `kiln serve`'s default network threads on a machine of `cores` cores: one up to four cores,
 // two above. With two, a stream's poll posted from the event loop wakes the idle thread, and on a
 // few cores those wake-ups take their time from the model's threads (2 cores, 64 streams: the
-// engine thread's and network threads' time 11-12% of the step time with two, 9% with one).
+// loop thread's and network threads' time 11-12% of the step time with two, 9% with one).
 int default_network_threads(unsigned cores);
 
 }  // namespace kiln::server

@@ -31,9 +31,9 @@ ServerMetrics::ServerMetrics(std::string model_name)
       generation_tokens_(registry_.counter("kiln_generation_tokens_total", "Tokens generated.", {"model"})),
       steps_(registry_.counter("kiln_engine_steps_total", "Model steps run.", {"model"})),
       step_seconds_(registry_.counter("kiln_engine_step_seconds_total", "Time spent in model steps.", {"model"})),
-      engine_seconds_(registry_.counter("kiln_engine_overhead_seconds_total",
-                                        "Engine-thread time outside model steps (scheduling, sampling, detokenising).",
-                                        {"model"})),
+      loop_seconds_(registry_.counter("kiln_engine_overhead_seconds_total",
+                                      "Serving-loop time outside model steps (scheduling, sampling, detokenising).",
+                                      {"model"})),
       requests_finished_(registry_.counter("kiln_requests_finished_total", "Engine requests that finished.", {"model"})),
       requests_failed_(registry_.counter("kiln_requests_failed_total",
                                          "Engine requests that ended in an error (cancelled ones included).", {"model"})),
@@ -80,7 +80,7 @@ std::string ServerMetrics::render(const llm::ServingStats& s) {
   generation_tokens_.set(m, static_cast<double>(s.generated_tokens));
   steps_.set(m, static_cast<double>(s.steps));
   step_seconds_.set(m, s.step_seconds);
-  engine_seconds_.set(m, s.engine_seconds);
+  loop_seconds_.set(m, s.loop_seconds);
   requests_finished_.set(m, static_cast<double>(s.requests_finished));
   requests_failed_.set(m, static_cast<double>(s.requests_failed));
   return registry_.render();

@@ -1,11 +1,11 @@
 // The server's metrics, by name: what /metrics shows. HTTP-side families are updated by the API
 // layer as requests finish; engine-side values (running and waiting requests, KV cache usage,
-// prefix-cache hits, preemptions, token counters) are copied from ServingEngine::stats() at each
+// prefix-cache hits, preemptions, token counters) are copied from ServingLoop::stats() at each
 // scrape; step time arrives through the engine's step observer. Owned by the server; every
 // member is thread-safe (see metrics.h).
 #pragma once
 
-#include "llm/serving/engine.h"
+#include "llm/serving/serving_loop.h"
 #include "server/metrics.h"
 
 namespace kiln::server {
@@ -44,7 +44,7 @@ class ServerMetrics {
   MetricFamily& generation_tokens_;
   MetricFamily& steps_;
   MetricFamily& step_seconds_;
-  MetricFamily& engine_seconds_;
+  MetricFamily& loop_seconds_;
   MetricFamily& requests_finished_;
   MetricFamily& requests_failed_;
   MetricFamily& ttft_;

@@ -29,7 +29,7 @@ inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 // the k chunk (0 = all of k), kept a multiple of `k_granule` (the quantisation group). The chunk
 // is the same for every m: a kernel that sums each chunk on its own and then adds the chunks
 // gives an output row the same bits whatever other rows share the call only if the chunks are
-// the same (the serving engine needs that; MatmulKernelTest.RowsDoNotDependOnTheOtherRows).
+// the same (the serving loop needs that; MatmulKernelTest.RowsDoNotDependOnTheOtherRows).
 inline Blocking matmul_blocking(int64_t m, int64_t n, int64_t k, int tile_m, int tile_n, int64_t kc,
                                 int64_t k_granule) {
   Blocking b;

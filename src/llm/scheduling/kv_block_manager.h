@@ -1,7 +1,7 @@
 // KvBlockManager: which block of the paged KV cache holds which positions of which sequence. It
 // hands out block ids from a fixed pool [0, num_blocks) and keeps, per block, a reference count
 // and (for full blocks) the hash of its contents, so that sequences with the same prefix share
-// blocks (automatic prefix caching). It never touches the cache's storage: the serving engine
+// blocks (automatic prefix caching). It never touches the cache's storage: the serving loop
 // pairs it with one runtime::KvCache of the same num_blocks and block_size.
 //
 // A full block is named by a chain hash: xxh3 of its block_size tokens, seeded with the hash of
@@ -25,7 +25,7 @@
 // last-first, so a chain's tail is evicted before its head (a head is worth more: every longer
 // prefix needs it).
 //
-// Not thread-safe: the serving engine's thread is its only user.
+// Not thread-safe: the serving loop's thread is its only user.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // SequenceState: what the scheduler knows of one sequence (one choice of one request): its
-// tokens, how many of them are in the KV cache, and its block table. The serving engine owns
+// tokens, how many of them are in the KV cache, and its block table. The serving loop owns
 // each SequenceState (it derives its per-choice state from it) and appends each sampled token
 // to `tokens`; the scheduler alone moves `num_computed` and the block table, between its
 // schedule() and complete_step() calls, and must be told (Scheduler::remove) before a

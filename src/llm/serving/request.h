@@ -1,6 +1,6 @@
-// What a front end hands the serving engine and what it gets back. A GenerationRequest is plain
+// What a front end hands the serving loop and what it gets back. A GenerationRequest is plain
 // data, already tokenised and validated by the front end (the server's protocol layer): the
-// engine checks only what depends on the model and the cache (prompt length, whether it can
+// loop checks only what depends on the model and the cache (prompt length, whether it can
 // ever fit). Events flow back through the request's ResponseStream (response_stream.h).
 #pragma once
 
@@ -17,9 +17,9 @@
 namespace kiln::llm {
 
 struct GenerationRequest {
-  std::string request_id;        // for logs; the engine does not interpret it
+  std::string request_id;        // for logs; the loop does not interpret it
   std::vector<int32_t> prompt;   // token ids as the model sees them (BOS included by the front end)
-  SamplingParams params;         // passed validate() for the engine's vocabulary
+  SamplingParams params;         // passed validate() for the loop's vocabulary
   int32_t n = 1;                 // independent choices; choice i of a seeded request uses seed + i
   // Logprobs of the prompt tokens (completions' echo + logprobs, as lm-evaluation-harness scores):
   // -1 none; N >= 0: each prompt token's logprob (the first has none) and the top N alternatives.
@@ -61,7 +61,7 @@ struct RequestEvent {
   // Timing, seconds since the request was submitted (kFinished): first token, queue wait.
   double first_token_s = 0;
   double queue_s = 0;
-  // When the engine pushed the event (set by ResponseStream::push): inter-token gaps are the
+  // When the loop pushed the event (set by ResponseStream::push): inter-token gaps are the
   // engine's, however the consumer's notifications group the events.
   std::chrono::steady_clock::time_point pushed;
 };

@@ -1,13 +1,13 @@
-// Every hand-off between the serving engine's thread and the threads of its front ends lives
+// Every hand-off between the serving loop's thread and the threads of its front ends lives
 // here, and nowhere else:
 //   - RequestQueue: front ends push new requests (bounded: a full queue refuses at once, so the
-//     server can answer 429); the engine thread drains it at the start of each step, or sleeps
+//     server can answer 429); the loop thread drains it at the start of each step, or sleeps
 //     on it while it has nothing to run.
-//   - ResponseStream: one per request; the engine thread pushes events, one front-end thread
-//     pops them. The consumer registers a notifier that is called (on the engine thread, so it
+//   - ResponseStream: one per request; the loop thread pushes events, one front-end thread
+//     pops them. The consumer registers a notifier that is called (on the loop thread, so it
 //     must only schedule work, e.g. post to an event loop) whenever events become available.
-//     cancel() from any thread asks the engine to drop the request at its next step.
-// Both are mutex-guarded; the engine never blocks on a consumer and a consumer never blocks on
+//     cancel() from any thread asks the loop to drop the request at its next step.
+// Both are mutex-guarded; the loop never blocks on a consumer and a consumer never blocks on
 // a model step.
 #pragma once
 
@@ -30,7 +30,7 @@ class ResponseStream {
   using Clock = std::chrono::steady_clock;
   explicit ResponseStream(GenerationRequest request) : request_(std::move(request)), submitted_(Clock::now()) {}
 
-  // Consumer side. `notify` runs on the engine thread after events were pushed, as often as the
+  // Consumer side. `notify` runs on the loop thread after events were pushed, as often as the
   // request's notify_every asks (and once at registration if some are already waiting); it must
   // not block.
   void set_notifier(std::function<void()> notify);
@@ -64,7 +64,7 @@ class RequestQueue {
 
   // Front-end side: false when the queue holds `capacity` requests already or is closed.
   bool try_push(std::shared_ptr<ResponseStream> stream);
-  // Refuses every later push; wakes the engine.
+  // Refuses every later push; wakes the loop.
   void close();
   bool closed() const;
   size_t size() const;

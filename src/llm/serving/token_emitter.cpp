@@ -146,7 +146,7 @@ Expected<int32_t> TokenEmitter::emit(int32_t token, std::optional<float> logprob
   event.finish = s.finish;
   event.stop_string = std::move(s.stop_string);
   if (event.finish == FinishReason::kNone && prompt_len_ + num_generated_ > max_seq_len_) {
-    // The engine's limit ends it like max_tokens: the sampled token has no position to run at.
+    // The loop's limit ends it like max_tokens: the sampled token has no position to run at.
     event.finish = FinishReason::kLength;
     event.text += stop_.held_text();
   }

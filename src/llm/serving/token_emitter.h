@@ -1,7 +1,7 @@
 // TokenEmitter: one choice of one request, from logits rows to the events its stream receives —
-// the serving engine's counterpart of Generator's loop body. Each step it samples a token
+// the serving loop's counterpart of Generator's loop body. Each step it samples a token
 // (Sampler), turns it into text (StreamDecoder), decides whether the choice ends (StopMatcher,
-// then the engine's maximum sequence length) and fills one kDelta event. It owns those three
+// then the loop's maximum sequence length) and fills one kDelta event. It owns those three
 // parts, so it holds one choice's sampling state; it borrows the tokenizer.
 //
 // Greedy requests without logit bias or penalties skip the Sampler's copy of the row: their

@@ -224,7 +224,7 @@ TEST_P(MatmulKernelTest, IndependentOfThreadCount) {
 }
 
 // Each output row depends only on its own activation row: a row computed in a call of m rows
-// equals, bit for bit, the same row computed alone (and in a call of 5 rows). The serving engine
+// equals, bit for bit, the same row computed alone (and in a call of 5 rows). The serving loop
 // relies on it: a sequence's tokens must not depend on which other sequences share its step.
 TEST_P(MatmulKernelTest, RowsDoNotDependOnTheOtherRows) {
   const MatmulKernel& kernel = *GetParam();

@@ -1,4 +1,4 @@
-// A sequence's logits do not depend on how its tokens are batched. The serving engine runs a
+// A sequence's logits do not depend on how its tokens are batched. The serving loop runs a
 // prompt whole, in chunks beside other sequences' tokens, or one token per step, and decodes it
 // among any number of other rows; greedy tokens must equal those the sequence gives alone, so
 // the logits must be the same bits every way. Here the bundled demo model is built in each

@@ -1,4 +1,4 @@
-// ServingEngine: many requests through one Executor, continuously batched. It owns the model's
+// ServingLoop: many requests through one Executor, continuously batched. It owns the model's
 // KV cache, the block manager (paged KV with automatic prefix caching) and the scheduler, and
 // runs the step loop on a thread of its own:
 //   each step: take new requests from the RequestQueue; drop cancelled ones (their blocks are
@@ -17,13 +17,13 @@
 // once it has, and (with prefix caching) find the prompt's full blocks in the cache.
 // Prompt logprobs: the prompt is computed in full with logits for every token (never taken from
 // the prefix cache), and one kPromptLogprobs event precedes the first kDelta.
-// Errors: a request that fails on the engine thread (a step that the executor refuses, a row
-// with no finite logit) ends with a kError event; the engine thread carries on with the others.
+// Errors: a request that fails on the loop thread (a step that the executor refuses, a row
+// with no finite logit) ends with a kError event; the loop thread carries on with the others.
 //
 // Threads: submit(), stats(), set_step_observer() and shutdown() may be called from any thread;
-// everything else runs on the engine thread, which is the only user of the executor while the
+// everything else runs on the loop thread, which is the only user of the executor while the
 // engine lives. The executor (and the model and backend under it) and the tokenizer must
-// outlive the engine; the engine owns the KV cache.
+// outlive the loop; the loop owns the KV cache.
 #pragma once
 
 #include <cstdint>
@@ -46,9 +46,9 @@ struct ServingOptions {
   runtime::KvCacheDtype kv_cache_dtype = runtime::KvCacheDtype::kF32;
   size_t max_queue = 256;           // waiting requests at most; beyond that submit() refuses
   bool prefix_caching = true;
-  // Runs first on the engine thread, before any step: per-thread runtime settings that the
+  // Runs first on the loop thread, before any step: per-thread runtime settings that the
   // creating thread cannot pass on (OpenMP's thread count, set by cpu::cpu_set_threads, is one).
-  std::function<void()> on_engine_thread_start;
+  std::function<void()> on_loop_thread_start;
 };
 
 // A snapshot for /metrics and logs; counters only grow.
@@ -68,37 +68,37 @@ struct ServingStats {
   int64_t decode_steps = 0;
   int64_t decode_rows = 0;
   double decode_step_seconds = 0;
-  // Engine-thread time outside Executor::step in steps that ran (scheduling, sampling,
-  // detokenising, events), summed: its ratio to step_seconds is the engine's own overhead.
-  double engine_seconds = 0;
+  // Loop-thread time outside Executor::step in steps that ran (scheduling, sampling,
+  // detokenising, events), summed: its ratio to step_seconds is the loop's own overhead.
+  double loop_seconds = 0;
   int64_t kv_blocks_cached = 0;     // unreferenced blocks kept for prefix hits
   int64_t requests_finished = 0;    // ended with kFinished
   int64_t requests_failed = 0;      // ended with kError (including cancelled and shut down)
 };
 
-class ServingEngine {
+class ServingLoop {
  public:
-  // `eos_ids`: the model's end tokens (tokenizer and generation config). Starts the engine thread.
+  // `eos_ids`: the model's end tokens (tokenizer and generation config). Starts the loop thread.
   // Options are checked here: kInvalidArgument when max_batch_tokens exceeds the engine file's
   // limit or the KV pool would not hold one block. Runs one one-token step to learn the model's
   // vocabulary.
-  static Expected<std::unique_ptr<ServingEngine>> create(runtime::Executor& executor, const Tokenizer& tokenizer,
+  static Expected<std::unique_ptr<ServingLoop>> create(runtime::Executor& executor, const Tokenizer& tokenizer,
                                                          std::vector<int32_t> eos_ids, const ServingOptions& options);
-  ~ServingEngine();  // shutdown(0) if still running
+  ~ServingLoop();  // shutdown(0) if still running
 
-  // Admits a request. Errors: kInvalidArgument when prompt + max_tokens exceeds the engine's max
+  // Admits a request. Errors: kInvalidArgument when prompt + max_tokens exceeds the loop's max
   // sequence length or could never fit in the KV cache (or the request is malformed:
   // no prompt, a token outside the vocabulary, n < 1, parameters that fail validate());
-  // kResourceExhausted when max_queue requests are waiting already or the engine is shutting down.
+  // kResourceExhausted when max_queue requests are waiting already or the loop is shutting down.
   Expected<std::shared_ptr<ResponseStream>> submit(GenerationRequest request);
 
   ServingStats stats() const;
-  // Step-time observer for histograms: called on the engine thread after every step with its
+  // Step-time observer for histograms: called on the loop thread after every step with its
   // duration in seconds and the number of tokens it ran.
   void set_step_observer(std::function<void(double seconds, int64_t tokens)> observer);
 
   // Stops accepting; lets running and queued requests finish for up to `grace_seconds`, then
-  // ends the rest with an error event; joins the engine thread.
+  // ends the rest with an error event; joins the loop thread.
   void shutdown(double grace_seconds);
 
   int64_t max_seq_len() const;
@@ -108,7 +108,7 @@ class ServingEngine {
 
  private:
   struct Impl;
-  explicit ServingEngine(std::unique_ptr<Impl> impl);
+  explicit ServingLoop(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

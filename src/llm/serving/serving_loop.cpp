@@ -1,4 +1,4 @@
-#include "llm/serving/engine.h"
+#include "llm/serving/serving_loop.h"
 
 #include <omp.h>
 
@@ -52,7 +52,7 @@ struct RequestState {
 
 }  // namespace
 
-struct ServingEngine::Impl {
+struct ServingLoop::Impl {
   Impl(runtime::Executor& executor_in, const Tokenizer& tokenizer_in, std::vector<int32_t> eos_in,
        const ServingOptions& options_in, int64_t vocab_in, std::unique_ptr<runtime::KvCache> cache_in)
       : executor(executor_in),
@@ -102,7 +102,7 @@ struct ServingEngine::Impl {
   std::mutex shutdown_mu;
   std::thread thread;
 
-  // Engine thread only.
+  // Loop thread only.
   ServingStats counters;  // the growing counters; published with the gauges after each step
   std::vector<std::unique_ptr<RequestState>> requests;
   std::vector<std::shared_ptr<ResponseStream>> incoming;
@@ -125,18 +125,18 @@ namespace {
 size_t logit_rows(const ScheduledChunk& chunk) { return chunk.all_logits ? static_cast<size_t>(chunk.count) : 1; }
 
 // Below this many logits to sample from in a step (8 rows of a 32,000-token vocabulary), sample_all
-// stays on the engine thread: waking the other threads would cost more than it saves.
+// stays on the loop thread: waking the other threads would cost more than it saves.
 constexpr int64_t kParallelSamplingLogits = 256 * 1024;
 
 }  // namespace
 
-ServingEngine::ServingEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ServingLoop::ServingLoop(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-ServingEngine::~ServingEngine() {
+ServingLoop::~ServingLoop() {
   if (impl_) shutdown(0);
 }
 
-Status ServingEngine::Impl::probe() {
+Status ServingLoop::Impl::probe() {
   // The block it writes is free and will be overwritten.
   const int32_t token = 0, block = 0;
   runtime::SequenceStep step;
@@ -145,12 +145,12 @@ Status ServingEngine::Impl::probe() {
   try {
     auto logits = executor.step({&step, 1}, *cache);
     return logits ? Status::ok() : logits.status();
-  } catch (const std::exception& e) {  // on the engine thread, where nothing may escape
+  } catch (const std::exception& e) {  // on the loop thread, where nothing may escape
     return internal_error(e.what());
   }
 }
 
-Expected<std::unique_ptr<ServingEngine>> ServingEngine::create(runtime::Executor& executor, const Tokenizer& tokenizer,
+Expected<std::unique_ptr<ServingLoop>> ServingLoop::create(runtime::Executor& executor, const Tokenizer& tokenizer,
                                                                std::vector<int32_t> eos_ids,
                                                                const ServingOptions& options) {
   ServingOptions o = options;
@@ -184,11 +184,11 @@ Expected<std::unique_ptr<ServingEngine>> ServingEngine::create(runtime::Executor
 
   const int64_t vocab = executor.vocab_size();
   auto impl = std::make_unique<Impl>(executor, tokenizer, std::move(eos_ids), o, vocab, std::move(cache));
-  std::unique_ptr<ServingEngine> engine(new ServingEngine(std::move(impl)));
-  Impl* m = engine->impl_.get();
+  std::unique_ptr<ServingLoop> loop(new ServingLoop(std::move(impl)));
+  Impl* m = loop->impl_.get();
   m->publish_stats();
   // One token through the model before serving: checks that the executor runs and warms the
-  // backend up, so that the first request does not pay for it. It runs on the engine thread, as
+  // backend up, so that the first request does not pay for it. It runs on the loop thread, as
   // every later step does: a CPU backend's OpenMP runtime keeps a pool of worker threads for
   // each thread that starts parallel work, and an idle second pool (the caller's) counts against
   // the cores, after which workers sleep at every barrier instead of spinning briefly.
@@ -196,7 +196,7 @@ Expected<std::unique_ptr<ServingEngine>> ServingEngine::create(runtime::Executor
   std::future<Status> probe_status = probed.get_future();
   m->thread = std::thread([m, probed = std::move(probed)]() mutable {
     set_current_thread_name("kiln-engine");
-    if (m->options.on_engine_thread_start) m->options.on_engine_thread_start();
+    if (m->options.on_loop_thread_start) m->options.on_loop_thread_start();
     Status status = m->probe();
     const bool ok = status.is_ok();
     probed.set_value(std::move(status));
@@ -204,12 +204,12 @@ Expected<std::unique_ptr<ServingEngine>> ServingEngine::create(runtime::Executor
   });
   if (Status status = probe_status.get(); !status.is_ok()) {
     m->thread.join();
-    return status.with_context("a first step through the engine failed");
+    return status.with_context("a first step through the loop failed");
   }
-  return engine;
+  return loop;
 }
 
-Expected<std::shared_ptr<ResponseStream>> ServingEngine::submit(GenerationRequest request) {
+Expected<std::shared_ptr<ResponseStream>> ServingLoop::submit(GenerationRequest request) {
   Impl& m = *impl_;
   if (request.prompt.empty()) return invalid_argument("the prompt has no tokens");
   if (request.n < 1) return invalid_argument("n must be at least 1, not " + std::to_string(request.n));
@@ -245,34 +245,34 @@ Expected<std::shared_ptr<ResponseStream>> ServingEngine::submit(GenerationReques
   return stream;
 }
 
-ServingStats ServingEngine::stats() const {
+ServingStats ServingLoop::stats() const {
   std::lock_guard lock(impl_->stats_mu);
   return impl_->published;
 }
 
-void ServingEngine::set_step_observer(std::function<void(double seconds, int64_t tokens)> observer) {
+void ServingLoop::set_step_observer(std::function<void(double seconds, int64_t tokens)> observer) {
   std::lock_guard lock(impl_->observer_mu);
   impl_->observer = std::move(observer);
 }
 
-void ServingEngine::shutdown(double grace_seconds) {
+void ServingLoop::shutdown(double grace_seconds) {
   Impl& m = *impl_;
   std::lock_guard lock(m.shutdown_mu);
   if (!m.thread.joinable()) return;
   const auto grace = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(grace_seconds, 0.0)));
   m.deadline_ns.store((Clock::now() + grace).time_since_epoch().count());
   m.stopping.store(true);
-  m.queue.close();  // refuses new requests and wakes the engine thread
+  m.queue.close();  // refuses new requests and wakes the loop thread
   m.thread.join();
 }
 
-int64_t ServingEngine::max_seq_len() const { return impl_->max_seq_len; }
-int64_t ServingEngine::vocab_size() const { return impl_->vocab; }
-const ServingOptions& ServingEngine::options() const { return impl_->options; }
+int64_t ServingLoop::max_seq_len() const { return impl_->max_seq_len; }
+int64_t ServingLoop::vocab_size() const { return impl_->vocab; }
+const ServingOptions& ServingLoop::options() const { return impl_->options; }
 
-// ---- The engine thread ----
+// ---- The loop thread ----
 
-void ServingEngine::Impl::run() {
+void ServingLoop::Impl::run() {
   bool wait = true;
   while (true) {
     incoming.clear();
@@ -285,7 +285,7 @@ void ServingEngine::Impl::run() {
         pending.fetch_sub(1);
         RequestEvent error;
         error.kind = RequestEvent::Kind::kError;
-        error.error = std::string("internal error in the serving engine: ") + e.what();
+        error.error = std::string("internal error in the serving loop: ") + e.what();
         stream->push(std::move(error));
         ++counters.requests_failed;
       }
@@ -317,9 +317,9 @@ void ServingEngine::Impl::run() {
       ran = run_step(iteration_start);
     } catch (const std::exception& e) {
       // Nothing a request carries should get here; if something does, the requests in flight
-      // end with an error and the engine carries on.
+      // end with an error and the loop carries on.
       for (auto& r : requests) {
-        if (!r->ended && r->started) end_with_error(*r, std::string("internal error in the serving engine: ") + e.what());
+        if (!r->ended && r->started) end_with_error(*r, std::string("internal error in the serving loop: ") + e.what());
       }
       sweep();
     }
@@ -330,7 +330,7 @@ void ServingEngine::Impl::run() {
   publish_stats();
 }
 
-void ServingEngine::Impl::intake(const std::shared_ptr<ResponseStream>& stream) {
+void ServingLoop::Impl::intake(const std::shared_ptr<ResponseStream>& stream) {
   const GenerationRequest& req = stream->request();
   auto r = std::make_unique<RequestState>();
   r->stream = stream;
@@ -367,21 +367,21 @@ void ServingEngine::Impl::intake(const std::shared_ptr<ResponseStream>& stream) 
   scheduler.add(&first);
 }
 
-void ServingEngine::Impl::sweep() {
+void ServingLoop::Impl::sweep() {
   for (auto& r : requests) {
     if (!r->ended && r->stream->cancelled()) end_with_error(*r, "the request was cancelled");
   }
   std::erase_if(requests, [](const std::unique_ptr<RequestState>& r) { return r->ended; });
 }
 
-void ServingEngine::Impl::mark_started(RequestState& r, Clock::time_point when) {
+void ServingLoop::Impl::mark_started(RequestState& r, Clock::time_point when) {
   if (r.started) return;
   r.started = true;
   r.first_scheduled = when;
   pending.fetch_sub(1);
 }
 
-void ServingEngine::Impl::end_with_error(RequestState& r, const std::string& message) {
+void ServingLoop::Impl::end_with_error(RequestState& r, const std::string& message) {
   for (auto& c : r.choices) {
     if (c->queue != SequenceState::Queue::kNone) scheduler.remove(c.get());
     c->done = true;
@@ -398,7 +398,7 @@ void ServingEngine::Impl::end_with_error(RequestState& r, const std::string& mes
   ++counters.requests_failed;
 }
 
-bool ServingEngine::Impl::run_step(Clock::time_point iteration_start) {
+bool ServingLoop::Impl::run_step(Clock::time_point iteration_start) {
   const std::span<const ScheduledChunk> plan = scheduler.schedule();
   if (plan.empty()) return false;
   // A copy: finishing a sequence removes it from the scheduler's plan.
@@ -479,7 +479,7 @@ bool ServingEngine::Impl::run_step(Clock::time_point iteration_start) {
       try {
         process(i, on_device ? std::span<const float>() : logits->subspan(first_rows[i] * v, logit_rows(chunk) * v));
       } catch (const std::exception& e) {
-        if (!r.ended) end_with_error(r, std::string("internal error in the serving engine: ") + e.what());
+        if (!r.ended) end_with_error(r, std::string("internal error in the serving loop: ") + e.what());
       }
     }
   }
@@ -492,7 +492,7 @@ bool ServingEngine::Impl::run_step(Clock::time_point iteration_start) {
     counters.decode_rows += num_tokens;
     counters.decode_step_seconds += step_seconds;
   }
-  counters.engine_seconds += seconds_between(iteration_start, end) - step_seconds;
+  counters.loop_seconds += seconds_between(iteration_start, end) - step_seconds;
   {
     std::lock_guard lock(observer_mu);
     if (observer) observer(step_seconds, num_tokens);
@@ -500,7 +500,7 @@ bool ServingEngine::Impl::run_step(Clock::time_point iteration_start) {
   return true;
 }
 
-void ServingEngine::Impl::sample_all(std::span<const float> logits) {
+void ServingLoop::Impl::sample_all(std::span<const float> logits) {
   // Each choice samples with its own emitter (sampler, stop matcher, stream decoder) from its own
   // logits row, and the tokenizer is safe to share: the rows of a batch are sampled in parallel.
   // Everything shared (counters, streams, the scheduler) is left to process(), in chunk order.
@@ -523,7 +523,7 @@ void ServingEngine::Impl::sample_all(std::span<const float> logits) {
       out.event.choice = c.index;
       out.token = c.emitter->step(logits.subspan(last * v, v), out.event);
     } catch (const std::exception& e) {
-      out.token = Status(StatusCode::kInternal, std::string("internal error in the serving engine: ") + e.what());
+      out.token = Status(StatusCode::kInternal, std::string("internal error in the serving loop: ") + e.what());
     }
   };
   // A parallel region costs a system call even when an `if` clause keeps it to this thread, so
@@ -536,7 +536,7 @@ void ServingEngine::Impl::sample_all(std::span<const float> logits) {
   }
 }
 
-void ServingEngine::Impl::take_chosen(const runtime::SampledStep& chosen) {
+void ServingLoop::Impl::take_chosen(const runtime::SampledStep& chosen) {
   sampled.resize(chunks.size());
   const auto v = static_cast<size_t>(vocab);
   size_t host = 0;  // the next of sampling.host_rows
@@ -554,12 +554,12 @@ void ServingEngine::Impl::take_chosen(const runtime::SampledStep& chosen) {
       out.token = on_host ? c.emitter->step(chosen.logits.subspan(host++ * v, v), out.event)
                           : c.emitter->step_chosen(chosen.ids[first_rows[i]], out.event);
     } catch (const std::exception& e) {
-      out.token = Status(StatusCode::kInternal, std::string("internal error in the serving engine: ") + e.what());
+      out.token = Status(StatusCode::kInternal, std::string("internal error in the serving loop: ") + e.what());
     }
   }
 }
 
-void ServingEngine::Impl::process(size_t index, std::span<const float> rows) {
+void ServingLoop::Impl::process(size_t index, std::span<const float> rows) {
   const ScheduledChunk& chunk = chunks[index];
   ChoiceState& c = static_cast<ChoiceState&>(*chunk.seq);
   RequestState& r = *c.request;
@@ -607,14 +607,14 @@ void ServingEngine::Impl::process(size_t index, std::span<const float> rows) {
   if (finished) finish_choice(c);
 }
 
-void ServingEngine::Impl::add_further_choices(RequestState& r) {
+void ServingLoop::Impl::add_further_choices(RequestState& r) {
   // The first choice has computed the prompt (and committed its full blocks): the others join
   // ahead of newer requests, in choice order.
   for (size_t i = r.choices.size(); i-- > static_cast<size_t>(r.choices_added);) scheduler.add(r.choices[i].get(), true);
   r.choices_added = static_cast<int32_t>(r.choices.size());
 }
 
-void ServingEngine::Impl::finish_choice(ChoiceState& c) {
+void ServingLoop::Impl::finish_choice(ChoiceState& c) {
   scheduler.remove(&c);
   c.done = true;
   RequestState& r = *c.request;
@@ -632,7 +632,7 @@ void ServingEngine::Impl::finish_choice(ChoiceState& c) {
   ++counters.requests_finished;
 }
 
-void ServingEngine::Impl::publish_stats() {
+void ServingLoop::Impl::publish_stats() {
   const KvBlockStats kv = blocks.stats();
   std::lock_guard lock(stats_mu);
   published = counters;

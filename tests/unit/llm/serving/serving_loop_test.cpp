@@ -1,8 +1,8 @@
-// The serving engine on a real model: the bundled demo Llama (models/demo), built once per test
+// The serving loop on a real model: the bundled demo Llama (models/demo), built once per test
 // process into a temporary engine file (f32, no autotuning) and run on the CPU backend. The
 // checks are invariances: many requests at once give what each gives alone; the prefix cache
 // and preemption change nothing in the output; the same seed gives the same text.
-#include "llm/serving/engine.h"
+#include "llm/serving/serving_loop.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -26,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // A CPU backend that says it samples on its device: its run_step_sampled() is the Backend
-// default (device sampling's host reference), so the serving engine and the generator take the
+// default (device sampling's host reference), so the serving loop and the generator take the
 // path they take on a GPU.
 class DeviceSamplingCpuBackend final : public runtime::Backend {
  public:
@@ -98,7 +98,7 @@ class Demo {
 
  private:
   Demo() {
-    // One thread on both the test's thread and the engine's: no OpenMP team spinning at
+    // One thread on both the test's thread and the loop's: no OpenMP team spinning at
     // barriers on a loaded machine.
     cpu::cpu_set_threads(1);
     path_ = (fs::temp_directory_path() / ("kiln_serving_demo_" + std::to_string(getpid()) + ".kiln")).string();
@@ -213,12 +213,12 @@ Outcome collect(ResponseStream& stream) {
   return o;
 }
 
-// Waits until `pred` holds for the engine's stats.
+// Waits until `pred` holds for the loop's stats.
 template <typename Pred>
-bool wait_for_stats(const ServingEngine& engine, Pred pred) {
+bool wait_for_stats(const ServingLoop& loop, Pred pred) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (pred(engine.stats())) return true;
+    if (pred(loop.stats())) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return false;
@@ -253,7 +253,7 @@ const std::vector<std::string> kTexts = {
     "Upon my word,",
 };
 
-class ServingEngineTest : public ::testing::Test {
+class ServingLoopTest : public ::testing::Test {
  protected:
   void SetUp() override {
     Demo& demo = Demo::get();
@@ -261,26 +261,26 @@ class ServingEngineTest : public ::testing::Test {
   }
   Demo& demo() { return Demo::get(); }
 
-  std::unique_ptr<ServingEngine> make_engine(ServingOptions options, runtime::Executor* executor = nullptr) {
+  std::unique_ptr<ServingLoop> make_loop(ServingOptions options, runtime::Executor* executor = nullptr) {
     if (executor == nullptr) executor = &demo().executor();
-    options.on_engine_thread_start = [] { cpu::cpu_set_threads(1); };
+    options.on_loop_thread_start = [] { cpu::cpu_set_threads(1); };
     // 128 blocks (8 full-length sequences) rather than the default's 2048: quicker to set up.
     if (options.kv_cache_bytes == 0) options.kv_cache_bytes = 128 * executor->kv_cache_spec(1, 16).bytes();
-    auto e = ServingEngine::create(*executor, demo().tokenizer(), demo().eos(), options);
+    auto e = ServingLoop::create(*executor, demo().tokenizer(), demo().eos(), options);
     EXPECT_TRUE(e) << e.status().message();
     return e ? std::move(*e) : nullptr;
   }
 };
 
-TEST_F(ServingEngineTest, ConcurrentGreedyEqualsEachAlone) {
+TEST_F(ServingLoopTest, ConcurrentGreedyEqualsEachAlone) {
   std::vector<GenerationResult> expected;
   for (const std::string& t : kTexts) expected.push_back(demo().alone(demo().encode(t), greedy(24)));
 
-  auto engine = make_engine({});
-  ASSERT_NE(engine, nullptr);
+  auto loop = make_loop({});
+  ASSERT_NE(loop, nullptr);
   std::vector<std::shared_ptr<ResponseStream>> streams;
   for (const std::string& t : kTexts) {
-    auto s = engine->submit(make_request(demo().encode(t), greedy(24)));
+    auto s = loop->submit(make_request(demo().encode(t), greedy(24)));
     ASSERT_TRUE(s) << s.status().message();
     streams.push_back(*s);
   }
@@ -294,7 +294,7 @@ TEST_F(ServingEngineTest, ConcurrentGreedyEqualsEachAlone) {
     EXPECT_EQ(o.usage.prompt_tokens, expected[i].prompt_tokens);
     EXPECT_EQ(o.usage.completion_tokens, static_cast<int64_t>(expected[i].tokens.size()));
   }
-  const ServingStats st = engine->stats();
+  const ServingStats st = loop->stats();
   EXPECT_EQ(st.requests_finished, static_cast<int64_t>(kTexts.size()));
   EXPECT_GT(st.steps, 0);
   EXPECT_GT(st.generated_tokens, 0);
@@ -312,9 +312,9 @@ TEST_F(ServingEngineTest, ConcurrentGreedyEqualsEachAlone) {
   EXPECT_LT(st.decode_step_seconds, st.step_seconds);
 }
 
-TEST_F(ServingEngineTest, SameSeedSameText) {
-  auto engine = make_engine({});
-  ASSERT_NE(engine, nullptr);
+TEST_F(ServingLoopTest, SameSeedSameText) {
+  auto loop = make_loop({});
+  ASSERT_NE(loop, nullptr);
   SamplingParams p;
   p.temperature = 0.9f;
   p.top_p = 0.95f;
@@ -324,10 +324,10 @@ TEST_F(ServingEngineTest, SameSeedSameText) {
   SamplingParams other = p;
   other.seed = 43;
   const auto prompt = demo().encode(kTexts[0]);
-  auto a = engine->submit(make_request(prompt, p));
-  auto noise = engine->submit(make_request(demo().encode(kTexts[1]), p));
-  auto b = engine->submit(make_request(prompt, p));
-  auto c = engine->submit(make_request(prompt, other));
+  auto a = loop->submit(make_request(prompt, p));
+  auto noise = loop->submit(make_request(demo().encode(kTexts[1]), p));
+  auto b = loop->submit(make_request(prompt, p));
+  auto c = loop->submit(make_request(prompt, other));
   ASSERT_TRUE(a && b && c && noise);
   const Outcome oa = collect(**a), ob = collect(**b), oc = collect(**c);
   collect(**noise);
@@ -337,17 +337,17 @@ TEST_F(ServingEngineTest, SameSeedSameText) {
   EXPECT_NE(oa.tokens[0], oc.tokens[0]);
   EXPECT_EQ(oa.finish[0], FinishReason::kLength);
   // The same seed alone gives the same text as in the batch.
-  engine.reset();
+  loop.reset();
   EXPECT_EQ(demo().alone(prompt, p).text, oa.text[0]);
 }
 
-// Enough seeded, sampled requests at once (40 rows of the demo's 8,192 logits) that the engine
+// Enough seeded, sampled requests at once (40 rows of the demo's 8,192 logits) that the loop
 // samples their rows on several threads: each still draws what it draws alone (its own sampler,
 // its own seed).
-TEST_F(ServingEngineTest, ManySeededRequestsAtOnceEachDrawWhatItDrawsAlone) {
+TEST_F(ServingLoopTest, ManySeededRequestsAtOnceEachDrawWhatItDrawsAlone) {
   constexpr size_t kRequests = 40;
-  auto engine = make_engine({});
-  ASSERT_NE(engine, nullptr);
+  auto loop = make_loop({});
+  ASSERT_NE(loop, nullptr);
   std::vector<SamplingParams> params;
   std::vector<std::shared_ptr<ResponseStream>> streams;
   for (size_t i = 0; i < kRequests; ++i) {
@@ -359,13 +359,13 @@ TEST_F(ServingEngineTest, ManySeededRequestsAtOnceEachDrawWhatItDrawsAlone) {
     p.seed = 100 + i;
     p.logprobs = i % 2 == 0 ? 2 : -1;
     params.push_back(p);
-    auto s = engine->submit(make_request(demo().encode(kTexts[i % kTexts.size()]), p));
+    auto s = loop->submit(make_request(demo().encode(kTexts[i % kTexts.size()]), p));
     ASSERT_TRUE(s) << s.status().message();
     streams.push_back(*s);
   }
   std::vector<Outcome> got;
   for (auto& s : streams) got.push_back(collect(*s));
-  engine.reset();
+  loop.reset();
   for (size_t i = 0; i < kRequests; ++i) {
     ASSERT_TRUE(got[i].finished) << got[i].error;
     const GenerationResult alone = demo().alone(demo().encode(kTexts[i % kTexts.size()]), params[i]);
@@ -375,17 +375,17 @@ TEST_F(ServingEngineTest, ManySeededRequestsAtOnceEachDrawWhatItDrawsAlone) {
 }
 
 // 8 requests sharing a long prefix: the first alone, then the rest together.
-std::vector<Outcome> run_shared_prefix(ServingEngine& engine, Demo& demo) {
+std::vector<Outcome> run_shared_prefix(ServingLoop& loop, Demo& demo) {
   std::string prefix = kTexts[12];
   for (int i = 0; i < 4; ++i) prefix += " " + kTexts[static_cast<size_t>(i)];
   std::vector<Outcome> out;
-  auto first = engine.submit(make_request(demo.encode(prefix + " and"), greedy(16)));
+  auto first = loop.submit(make_request(demo.encode(prefix + " and"), greedy(16)));
   EXPECT_TRUE(first);
   if (!first) return out;
   out.push_back(collect(**first));
   std::vector<std::shared_ptr<ResponseStream>> streams;
   for (size_t i = 1; i < 8; ++i) {
-    auto s = engine.submit(make_request(demo.encode(prefix + " " + kTexts[i + 3]), greedy(16)));
+    auto s = loop.submit(make_request(demo.encode(prefix + " " + kTexts[i + 3]), greedy(16)));
     EXPECT_TRUE(s);
     if (s) streams.push_back(*s);
   }
@@ -396,7 +396,7 @@ std::vector<Outcome> run_shared_prefix(ServingEngine& engine, Demo& demo) {
 // On a backend that samples on its device, greedy requests (with bias and penalties too) give
 // the host sampler's tokens, and a request with logprobs still gets them: its row's logits come
 // back with the step's ids, and its Sampler samples them here.
-TEST_F(ServingEngineTest, DeviceSamplingKeepsGreedyTokensAndLogprobs) {
+TEST_F(ServingLoopTest, DeviceSamplingKeepsGreedyTokensAndLogprobs) {
   std::vector<SamplingParams> params(6, greedy(24));
   params[1].repetition_penalty = 1.3f;
   params[2].presence_penalty = 1.5f;
@@ -404,19 +404,19 @@ TEST_F(ServingEngineTest, DeviceSamplingKeepsGreedyTokensAndLogprobs) {
   params[3].logit_bias = {{demo().encode("the").back(), 3.0f}};
   params[4].logprobs = 2;
   params[4].max_tokens = 4;
-  auto engine = make_engine({}, &demo().device_sampling_executor());
-  ASSERT_NE(engine, nullptr);
+  auto loop = make_loop({}, &demo().device_sampling_executor());
+  ASSERT_NE(loop, nullptr);
   const int64_t before = demo().device_sampled_steps();
   const int64_t host_rows_before = demo().device_sampling_host_rows();
   std::vector<std::shared_ptr<ResponseStream>> streams;
   for (size_t i = 0; i < params.size(); ++i) {
-    auto s = engine->submit(make_request(demo().encode(kTexts[i]), params[i]));
+    auto s = loop->submit(make_request(demo().encode(kTexts[i]), params[i]));
     ASSERT_TRUE(s) << s.status().message();
     streams.push_back(*s);
   }
   std::vector<Outcome> outcomes;
   for (const auto& s : streams) outcomes.push_back(collect(*s));
-  engine.reset();  // the references below take their turn with the model
+  loop.reset();  // the references below take their turn with the model
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const Outcome& o = outcomes[i];
     ASSERT_TRUE(o.finished) << o.error;
@@ -429,9 +429,9 @@ TEST_F(ServingEngineTest, DeviceSamplingKeepsGreedyTokensAndLogprobs) {
 
   // The logprobs are those of the host path, to the bit.
   const std::vector<TokenInfo>& logprobs_seen = outcomes[4].infos[0];
-  auto host_engine = make_engine({});
-  ASSERT_NE(host_engine, nullptr);
-  auto on_host = host_engine->submit(make_request(demo().encode(kTexts[4]), params[4]));
+  auto host_loop = make_loop({});
+  ASSERT_NE(host_loop, nullptr);
+  auto on_host = host_loop->submit(make_request(demo().encode(kTexts[4]), params[4]));
   ASSERT_TRUE(on_host);
   const Outcome expected = collect(**on_host);
   ASSERT_EQ(expected.infos[0].size(), 4u);
@@ -447,12 +447,12 @@ TEST_F(ServingEngineTest, DeviceSamplingKeepsGreedyTokensAndLogprobs) {
   }
 }
 
-// Device sampling draws each row from the sequence's own seeded generator: the engine's batched
+// Device sampling draws each row from the sequence's own seeded generator: the loop's batched
 // requests give what kiln run's generator gives each alone on the same backend.
-TEST_F(ServingEngineTest, DeviceSamplingSeedsGiveWhatEachGivesAlone) {
+TEST_F(ServingLoopTest, DeviceSamplingSeedsGiveWhatEachGivesAlone) {
   runtime::Executor& device = demo().device_sampling_executor();
-  auto engine = make_engine({}, &device);
-  ASSERT_NE(engine, nullptr);
+  auto loop = make_loop({}, &device);
+  ASSERT_NE(loop, nullptr);
   std::vector<SamplingParams> params;
   std::vector<std::shared_ptr<ResponseStream>> streams;
   for (size_t i = 0; i < 6; ++i) {
@@ -466,13 +466,13 @@ TEST_F(ServingEngineTest, DeviceSamplingSeedsGiveWhatEachGivesAlone) {
     p.ignore_eos = true;
     p.seed = 100 + i;
     params.push_back(p);
-    auto s = engine->submit(make_request(demo().encode(kTexts[i]), p));
+    auto s = loop->submit(make_request(demo().encode(kTexts[i]), p));
     ASSERT_TRUE(s) << s.status().message();
     streams.push_back(*s);
   }
   std::vector<Outcome> outcomes;
   for (const auto& s : streams) outcomes.push_back(collect(*s));
-  engine.reset();  // the references below take their turn with the executor
+  loop.reset();  // the references below take their turn with the executor
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const Outcome& o = outcomes[i];
     ASSERT_TRUE(o.finished) << o.error;
@@ -482,23 +482,23 @@ TEST_F(ServingEngineTest, DeviceSamplingSeedsGiveWhatEachGivesAlone) {
   }
 }
 
-TEST_F(ServingEngineTest, SharedPrefixHitsTheCacheAndChangesNothing) {
+TEST_F(ServingLoopTest, SharedPrefixHitsTheCacheAndChangesNothing) {
   ServingOptions cached;
   ServingOptions uncached;
   uncached.prefix_caching = false;
   std::vector<Outcome> with, without;
   ServingStats stats_with;
   {
-    auto engine = make_engine(cached);
-    ASSERT_NE(engine, nullptr);
-    with = run_shared_prefix(*engine, demo());
-    stats_with = engine->stats();
+    auto loop = make_loop(cached);
+    ASSERT_NE(loop, nullptr);
+    with = run_shared_prefix(*loop, demo());
+    stats_with = loop->stats();
   }
   {
-    auto engine = make_engine(uncached);
-    ASSERT_NE(engine, nullptr);
-    without = run_shared_prefix(*engine, demo());
-    EXPECT_EQ(engine->stats().prefix_hits, 0);
+    auto loop = make_loop(uncached);
+    ASSERT_NE(loop, nullptr);
+    without = run_shared_prefix(*loop, demo());
+    EXPECT_EQ(loop->stats().prefix_hits, 0);
   }
   ASSERT_EQ(with.size(), 8u);
   ASSERT_EQ(without.size(), 8u);
@@ -516,7 +516,7 @@ TEST_F(ServingEngineTest, SharedPrefixHitsTheCacheAndChangesNothing) {
   }
 }
 
-TEST_F(ServingEngineTest, PreemptionGivesIdenticalOutputs) {
+TEST_F(ServingLoopTest, PreemptionGivesIdenticalOutputs) {
   std::vector<GenerationResult> expected;
   SamplingParams p = greedy(40);
   p.ignore_eos = true;
@@ -527,12 +527,12 @@ TEST_F(ServingEngineTest, PreemptionGivesIdenticalOutputs) {
   o.kv_cache_bytes = 8 * demo().executor().kv_cache_spec(1, 16).bytes();
   for (const bool caching : {true, false}) {
     o.prefix_caching = caching;
-    auto engine = make_engine(o);
-    ASSERT_NE(engine, nullptr);
-    EXPECT_EQ(engine->stats().kv_blocks_total, 8);
+    auto loop = make_loop(o);
+    ASSERT_NE(loop, nullptr);
+    EXPECT_EQ(loop->stats().kv_blocks_total, 8);
     std::vector<std::shared_ptr<ResponseStream>> streams;
     for (size_t i = 0; i < 8; ++i) {
-      auto s = engine->submit(make_request(demo().encode(kTexts[i]), p));
+      auto s = loop->submit(make_request(demo().encode(kTexts[i]), p));
       ASSERT_TRUE(s) << s.status().message();
       streams.push_back(*s);
     }
@@ -542,17 +542,17 @@ TEST_F(ServingEngineTest, PreemptionGivesIdenticalOutputs) {
       EXPECT_EQ(out.tokens[0], expected[i].tokens) << "caching " << caching << ": " << kTexts[i];
       EXPECT_EQ(out.text[0], expected[i].text);
     }
-    EXPECT_GT(engine->stats().preemptions, 0) << "caching " << caching;
-    EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+    EXPECT_GT(loop->stats().preemptions, 0) << "caching " << caching;
+    EXPECT_EQ(loop->stats().kv_blocks_used, 0);
   }
 }
 
-TEST_F(ServingEngineTest, CancellationMidStreamFreesItsBlocks) {
-  auto engine = make_engine({});
-  ASSERT_NE(engine, nullptr);
+TEST_F(ServingLoopTest, CancellationMidStreamFreesItsBlocks) {
+  auto loop = make_loop({});
+  ASSERT_NE(loop, nullptr);
   SamplingParams p = greedy(400);
   p.ignore_eos = true;
-  auto s = engine->submit(make_request(demo().encode(kTexts[0]), p));
+  auto s = loop->submit(make_request(demo().encode(kTexts[0]), p));
   ASSERT_TRUE(s);
   std::vector<RequestEvent> events;
   Outcome o;
@@ -563,46 +563,46 @@ TEST_F(ServingEngineTest, CancellationMidStreamFreesItsBlocks) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ASSERT_GE(o.deltas, 3);
-  EXPECT_GT(engine->stats().kv_blocks_used, 0);
+  EXPECT_GT(loop->stats().kv_blocks_used, 0);
   (*s)->cancel();
-  EXPECT_TRUE(wait_for_stats(*engine, [](const ServingStats& st) { return st.running == 0 && st.kv_blocks_used == 0; }));
+  EXPECT_TRUE(wait_for_stats(*loop, [](const ServingStats& st) { return st.running == 0 && st.kv_blocks_used == 0; }));
   const Outcome rest = collect(**s);
   EXPECT_FALSE(rest.finished);
   EXPECT_FALSE(rest.error.empty());
-  EXPECT_EQ(engine->stats().requests_failed, 1);
-  // The engine goes on serving.
-  auto next = engine->submit(make_request(demo().encode(kTexts[1]), greedy(4)));
+  EXPECT_EQ(loop->stats().requests_failed, 1);
+  // The loop goes on serving.
+  auto next = loop->submit(make_request(demo().encode(kTexts[1]), greedy(4)));
   ASSERT_TRUE(next);
   EXPECT_TRUE(collect(**next).finished);
 }
 
-TEST_F(ServingEngineTest, RefusesAFullQueueAndWhatCanNeverFit) {
+TEST_F(ServingLoopTest, RefusesAFullQueueAndWhatCanNeverFit) {
   ServingOptions o;
   o.max_num_seqs = 1;
   o.max_queue = 2;
-  auto engine = make_engine(o);
-  ASSERT_NE(engine, nullptr);
+  auto loop = make_loop(o);
+  ASSERT_NE(loop, nullptr);
   SamplingParams p = greedy(400);
   p.ignore_eos = true;
-  auto running = engine->submit(make_request(demo().encode(kTexts[0]), p));
+  auto running = loop->submit(make_request(demo().encode(kTexts[0]), p));
   ASSERT_TRUE(running);
   // Once it runs, two more can wait behind it, and the next is refused.
-  ASSERT_TRUE(wait_for_stats(*engine, [](const ServingStats& st) { return st.running == 1; }));
-  auto w1 = engine->submit(make_request(demo().encode(kTexts[1]), greedy(4)));
-  auto w2 = engine->submit(make_request(demo().encode(kTexts[2]), greedy(4)));
+  ASSERT_TRUE(wait_for_stats(*loop, [](const ServingStats& st) { return st.running == 1; }));
+  auto w1 = loop->submit(make_request(demo().encode(kTexts[1]), greedy(4)));
+  auto w2 = loop->submit(make_request(demo().encode(kTexts[2]), greedy(4)));
   ASSERT_TRUE(w1 && w2);
-  auto refused = engine->submit(make_request(demo().encode(kTexts[3]), greedy(4)));
+  auto refused = loop->submit(make_request(demo().encode(kTexts[3]), greedy(4)));
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
 
-  const int64_t max_len = engine->max_seq_len();
-  auto too_long = engine->submit(make_request(std::vector<int32_t>(static_cast<size_t>(max_len - 3), 5), greedy(4)));
+  const int64_t max_len = loop->max_seq_len();
+  auto too_long = loop->submit(make_request(std::vector<int32_t>(static_cast<size_t>(max_len - 3), 5), greedy(4)));
   ASSERT_FALSE(too_long);
   EXPECT_EQ(too_long.status().code(), StatusCode::kInvalidArgument);
-  auto bad_token = engine->submit(make_request({0, static_cast<int32_t>(engine->vocab_size())}, greedy(4)));
+  auto bad_token = loop->submit(make_request({0, static_cast<int32_t>(loop->vocab_size())}, greedy(4)));
   ASSERT_FALSE(bad_token);
   EXPECT_EQ(bad_token.status().code(), StatusCode::kInvalidArgument);
-  auto empty = engine->submit(make_request({}, greedy(4)));
+  auto empty = loop->submit(make_request({}, greedy(4)));
   EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
 
   (*running)->cancel();
@@ -610,20 +610,20 @@ TEST_F(ServingEngineTest, RefusesAFullQueueAndWhatCanNeverFit) {
   EXPECT_TRUE(collect(**w2).finished);
 }
 
-TEST_F(ServingEngineTest, KvPoolRefusesWhatCouldNeverFit) {
+TEST_F(ServingLoopTest, KvPoolRefusesWhatCouldNeverFit) {
   ServingOptions o;
   o.kv_cache_bytes = 2 * demo().executor().kv_cache_spec(1, 16).bytes();  // 32 positions
-  auto engine = make_engine(o);
-  ASSERT_NE(engine, nullptr);
-  auto big = engine->submit(make_request(demo().encode(kTexts[0]), greedy(40)));
+  auto loop = make_loop(o);
+  ASSERT_NE(loop, nullptr);
+  auto big = loop->submit(make_request(demo().encode(kTexts[0]), greedy(40)));
   ASSERT_FALSE(big);
   EXPECT_EQ(big.status().code(), StatusCode::kInvalidArgument);
-  auto fits = engine->submit(make_request(demo().encode(kTexts[0]), greedy(8)));
+  auto fits = loop->submit(make_request(demo().encode(kTexts[0]), greedy(8)));
   ASSERT_TRUE(fits) << fits.status().message();
   EXPECT_TRUE(collect(**fits).finished);
 }
 
-TEST_F(ServingEngineTest, NarrowKvCachesStayCloseToFp32) {
+TEST_F(ServingLoopTest, NarrowKvCachesStayCloseToFp32) {
   const auto prompt = demo().encode(kTexts[11] + " " + kTexts[12] + " " + kTexts[3]);
   ASSERT_GT(prompt.size(), 20u);
   const auto v = static_cast<size_t>(demo().vocab());
@@ -661,15 +661,15 @@ TEST_F(ServingEngineTest, NarrowKvCachesStayCloseToFp32) {
     }
     EXPECT_GE(same_argmax * 10, n * 9) << same_argmax << " of " << n << " rows pick the same token";
 
-    // The serving engine sizes its pool in the narrower element's blocks and serves from it.
+    // The serving loop sizes its pool in the narrower element's blocks and serves from it.
     ServingOptions o;
     o.kv_cache_dtype = c.dtype;
     o.kv_cache_bytes = 8 * demo().executor().kv_cache_spec(1, 16).bytes();
-    auto engine = make_engine(o);
-    ASSERT_NE(engine, nullptr);
-    EXPECT_EQ(engine->options().kv_cache_dtype, c.dtype);
-    EXPECT_EQ(engine->stats().kv_blocks_total, c.blocks);
-    auto s = engine->submit(make_request(prompt, greedy(8)));
+    auto loop = make_loop(o);
+    ASSERT_NE(loop, nullptr);
+    EXPECT_EQ(loop->options().kv_cache_dtype, c.dtype);
+    EXPECT_EQ(loop->stats().kv_blocks_total, c.blocks);
+    auto s = loop->submit(make_request(prompt, greedy(8)));
     ASSERT_TRUE(s) << s.status().message();
     const Outcome out = collect(**s);
     EXPECT_TRUE(out.finished) << out.error;
@@ -678,7 +678,7 @@ TEST_F(ServingEngineTest, NarrowKvCachesStayCloseToFp32) {
   }
 }
 
-TEST_F(ServingEngineTest, PromptLogprobsMatchAPlainFeed) {
+TEST_F(ServingLoopTest, PromptLogprobsMatchAPlainFeed) {
   const auto prompt = demo().encode(kTexts[11] + " " + kTexts[12]);
   ASSERT_GT(prompt.size(), 20u);
   const auto v = static_cast<size_t>(demo().vocab());
@@ -692,12 +692,12 @@ TEST_F(ServingEngineTest, PromptLogprobsMatchAPlainFeed) {
   }
   ServingOptions o;
   o.max_batch_tokens = 8;  // the prompt runs in chunks over several steps
-  auto engine = make_engine(o);
-  ASSERT_NE(engine, nullptr);
+  auto loop = make_loop(o);
+  ASSERT_NE(loop, nullptr);
   for (int round = 0; round < 2; ++round) {  // the second finds the prompt cached, and must not use it
     GenerationRequest req = make_request(prompt, greedy(3));
     req.prompt_logprobs = 2;
-    auto s = engine->submit(std::move(req));
+    auto s = loop->submit(std::move(req));
     ASSERT_TRUE(s);
     const Outcome o2 = collect(**s);
     ASSERT_TRUE(o2.finished) << o2.error;
@@ -724,7 +724,7 @@ TEST_F(ServingEngineTest, PromptLogprobsMatchAPlainFeed) {
 }
 
 // On the host's sampler and on device sampling alike.
-TEST_F(ServingEngineTest, TwoChoicesShareThePrompt) {
+TEST_F(ServingLoopTest, TwoChoicesShareThePrompt) {
   const auto prompt = demo().encode(kTexts[12] + " " + kTexts[0]);
   ASSERT_GT(prompt.size(), 17u);
   SamplingParams p;
@@ -738,11 +738,11 @@ TEST_F(ServingEngineTest, TwoChoicesShareThePrompt) {
     const std::string alone7 = demo().alone(prompt, p, executor).text;
     const std::string alone8 = demo().alone(prompt, p8, executor).text;
 
-    auto engine = make_engine({}, executor);
-    ASSERT_NE(engine, nullptr);
+    auto loop = make_loop({}, executor);
+    ASSERT_NE(loop, nullptr);
     GenerationRequest req = make_request(prompt, p);
     req.n = 2;
-    auto s = engine->submit(std::move(req));
+    auto s = loop->submit(std::move(req));
     ASSERT_TRUE(s);
     const Outcome o = collect(**s);
     ASSERT_TRUE(o.finished) << o.error;
@@ -753,17 +753,17 @@ TEST_F(ServingEngineTest, TwoChoicesShareThePrompt) {
     EXPECT_EQ(o.finish[1], FinishReason::kLength);
     EXPECT_EQ(o.usage.completion_tokens, 24);
     EXPECT_EQ(o.usage.prompt_tokens, static_cast<int64_t>(prompt.size()));
-    EXPECT_GE(engine->stats().prefix_hits, 16) << "the second choice should find the prompt cached";
+    EXPECT_GE(loop->stats().prefix_hits, 16) << "the second choice should find the prompt cached";
   }
 }
 
-TEST_F(ServingEngineTest, StopStringsAndObserver) {
+TEST_F(ServingLoopTest, StopStringsAndObserver) {
   const auto prompt = demo().encode(kTexts[0]);
   const GenerationResult full = demo().alone(prompt, greedy(30));
-  auto engine = make_engine({});
-  ASSERT_NE(engine, nullptr);
+  auto loop = make_loop({});
+  ASSERT_NE(loop, nullptr);
   std::atomic<int64_t> observed_tokens{0}, observed_steps{0};
-  engine->set_step_observer([&](double seconds, int64_t tokens) {
+  loop->set_step_observer([&](double seconds, int64_t tokens) {
     EXPECT_GE(seconds, 0.0);
     observed_tokens += tokens;
     ++observed_steps;
@@ -771,7 +771,7 @@ TEST_F(ServingEngineTest, StopStringsAndObserver) {
   ASSERT_GT(full.text.size(), 12u);
   SamplingParams p = greedy(30);
   p.stop = {full.text.substr(8, 4)};
-  auto s = engine->submit(make_request(prompt, p));
+  auto s = loop->submit(make_request(prompt, p));
   ASSERT_TRUE(s);
   const Outcome o = collect(**s);
   ASSERT_TRUE(o.finished);
@@ -779,49 +779,49 @@ TEST_F(ServingEngineTest, StopStringsAndObserver) {
   EXPECT_EQ(o.text[0], full.text.substr(0, full.text.find(p.stop[0])));
   // The stream ends inside the last step; the step is counted and observed after that, and the
   // stats that first show the request finished are published after both.
-  EXPECT_TRUE(wait_for_stats(*engine, [&](const ServingStats& st) {
+  EXPECT_TRUE(wait_for_stats(*loop, [&](const ServingStats& st) {
     return st.requests_finished == 1 && st.steps == observed_steps.load();
   }));
   EXPECT_GT(observed_tokens.load(), static_cast<int64_t>(prompt.size()));
 }
 
-TEST_F(ServingEngineTest, ShutdownEndsWhatIsLeftAndRefusesMore) {
-  auto engine = make_engine({});
-  ASSERT_NE(engine, nullptr);
+TEST_F(ServingLoopTest, ShutdownEndsWhatIsLeftAndRefusesMore) {
+  auto loop = make_loop({});
+  ASSERT_NE(loop, nullptr);
   SamplingParams p = greedy(400);
   p.ignore_eos = true;
-  auto s = engine->submit(make_request(demo().encode(kTexts[0]), p));
+  auto s = loop->submit(make_request(demo().encode(kTexts[0]), p));
   ASSERT_TRUE(s);
-  ASSERT_TRUE(wait_for_stats(*engine, [](const ServingStats& st) { return st.generated_tokens > 0; }));
-  engine->shutdown(0);
+  ASSERT_TRUE(wait_for_stats(*loop, [](const ServingStats& st) { return st.generated_tokens > 0; }));
+  loop->shutdown(0);
   const Outcome o = collect(**s);
   EXPECT_FALSE(o.finished);
   EXPECT_NE(o.error.find("shutting down"), std::string::npos) << o.error;
-  auto late = engine->submit(make_request(demo().encode(kTexts[1]), greedy(4)));
+  auto late = loop->submit(make_request(demo().encode(kTexts[1]), greedy(4)));
   ASSERT_FALSE(late);
   EXPECT_EQ(late.status().code(), StatusCode::kResourceExhausted);
-  engine->shutdown(0);  // a second call is harmless
+  loop->shutdown(0);  // a second call is harmless
 }
 
-TEST_F(ServingEngineTest, ShutdownGraceLetsRequestsFinish) {
-  auto engine = make_engine({});
-  ASSERT_NE(engine, nullptr);
-  auto s = engine->submit(make_request(demo().encode(kTexts[0]), greedy(8)));
+TEST_F(ServingLoopTest, ShutdownGraceLetsRequestsFinish) {
+  auto loop = make_loop({});
+  ASSERT_NE(loop, nullptr);
+  auto s = loop->submit(make_request(demo().encode(kTexts[0]), greedy(8)));
   ASSERT_TRUE(s);
-  engine->shutdown(60);
+  loop->shutdown(60);
   const Outcome o = collect(**s);
   EXPECT_TRUE(o.finished) << o.error;
 }
 
-TEST_F(ServingEngineTest, RejectsBadOptions) {
+TEST_F(ServingLoopTest, RejectsBadOptions) {
   ServingOptions o;
   o.max_batch_tokens = demo().executor().max_tokens() + 1;
-  auto e = ServingEngine::create(demo().executor(), demo().tokenizer(), demo().eos(), o);
+  auto e = ServingLoop::create(demo().executor(), demo().tokenizer(), demo().eos(), o);
   ASSERT_FALSE(e);
   EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
   ServingOptions tiny;
   tiny.kv_cache_bytes = 100;
-  EXPECT_FALSE(ServingEngine::create(demo().executor(), demo().tokenizer(), demo().eos(), tiny));
+  EXPECT_FALSE(ServingLoop::create(demo().executor(), demo().tokenizer(), demo().eos(), tiny));
 }
 
 }  // namespace
