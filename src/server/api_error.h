@@ -21,6 +21,8 @@ struct ApiError {
   static ApiError bad_request(std::string message) {
     return {400, std::move(message), "invalid_request_error", std::nullopt, std::nullopt};
   }
+  // What a server that has begun to shut down answers to new work.
+  static ApiError shutting_down() { return {503, "the server is shutting down", "server_error", std::nullopt, "unavailable"}; }
 };
 
 }  // namespace kiln::server

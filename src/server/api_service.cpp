@@ -1,9 +1,9 @@
 #include "server/api_service.h"
 
-#include "server/request_gate.h"
 #include "server/kserve_protocol.h"
 #include "server/openai_protocol.h"
 #include "server/request_fields.h"
+#include "server/request_preamble.h"
 
 namespace kiln::server {
 namespace {
@@ -14,113 +14,70 @@ bool is_kserve(Endpoint e) {
          e == Endpoint::kGenerateStream;
 }
 
-HttpResponse json_response(std::string body) {
-  HttpResponse r;
-  r.body = std::move(body);
-  return r;
-}
-
-HttpResponse empty_response(int status) {
-  HttpResponse r;
-  r.status = status;
-  r.content_type = "text/plain; charset=utf-8";
-  return r;
+ApiError model_not_found(const std::string& asked, const std::string& served) {
+  return {404, "the model '" + asked + "' does not exist; this server serves '" + served + "'", "not_found_error",
+          "model", "model_not_found"};
 }
 
 }  // namespace
 
 ApiService::Reply ApiService::handle(const HttpRequest& req, const std::string& request_id, std::string remote) {
-  Reply reply;
-  reply.log.request_id = request_id;
-  reply.log.method = req.method;
-  reply.log.path = std::string(req.path());
-  reply.log.remote = std::move(remote);
-  const Route route = route_request(req.method, req.path());
-  reply.log.endpoint = route.name;
-  const bool kserve = is_kserve(route.endpoint) || req.path().starts_with("/v2");
-  auto refuse = [&](ApiError e) {
-    reply.log.error = e.message;
-    reply.response = kserve ? kserve_error_response(e) : openai_error_response(e);
-    return std::move(reply);
-  };
-  if (auto e = gate_request(route, req, config_.api_key)) {
-    Reply r = refuse(*e);
-    if (e->status == 405) r.response.headers.emplace_back("Allow", route.allow);
-    return r;
-  }
+  RequestPreamble p(req, request_id, std::move(remote), openai_error_response);
+  const Route& route = p.route();
+  if (is_kserve(route.endpoint) || req.path().starts_with("/v2")) p.set_error_format(kserve_error_response);
+  if (!p.pass_gate(config_.api_key)) return p.take();
   switch (route.endpoint) {
     case Endpoint::kHealth:
     case Endpoint::kLive:
-      reply.response = empty_response(200);
-      return reply;
+      return p.answer(empty_response(200));
     case Endpoint::kReady:
-      reply.response = empty_response(ready() ? 200 : 503);
-      return reply;
+      return p.answer(empty_response(ready() ? 200 : 503));
     case Endpoint::kServerMetadata:
-      reply.response = json_response(kserve_server_metadata());
-      return reply;
+      return p.answer(json_response(kserve_server_metadata()));
     case Endpoint::kModelMetadata:
     case Endpoint::kModelReady:
-      if (route.model != model_.name) {
-        return refuse({404, "the model '" + route.model + "' does not exist; this server serves '" + model_.name + "'",
-                       "not_found_error", "model", "model_not_found"});
-      }
-      reply.response = route.endpoint == Endpoint::kModelReady ? empty_response(ready() ? 200 : 503)
-                                                               : json_response(kserve_model_metadata(model_));
-      return reply;
+      if (route.model != model_.name) return p.refuse(model_not_found(route.model, model_.name));
+      return p.answer(route.endpoint == Endpoint::kModelReady ? empty_response(ready() ? 200 : 503)
+                                                              : json_response(kserve_model_metadata(model_)));
     case Endpoint::kModels:
-      reply.response = json_response(models_response(model_));
-      return reply;
+      return p.answer(json_response(models_response(model_)));
     case Endpoint::kModel:
-      if (route.model != model_.name) {
-        return refuse({404, "the model '" + route.model + "' does not exist; this server serves '" + model_.name + "'",
-                       "not_found_error", "model", "model_not_found"});
-      }
-      reply.response = json_response(model_response(model_));
-      return reply;
-    case Endpoint::kMetrics: {
-      HttpResponse r;
-      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      r.body = metrics_.render(loop_.stats());
-      reply.response = std::move(r);
-      return reply;
-    }
+      if (route.model != model_.name) return p.refuse(model_not_found(route.model, model_.name));
+      return p.answer(json_response(model_response(model_)));
+    case Endpoint::kMetrics:
+      return p.answer(metrics_response(metrics_.render(loop_.stats())));
     default:
       break;
   }
   // Everything below reads a JSON body.
   auto body = parse_json_object(req.body);
-  if (auto* e = std::get_if<ApiError>(&body)) return refuse(*e);
+  if (auto* e = std::get_if<ApiError>(&body)) return p.refuse(*e);
   const nlohmann::json& j = std::get<nlohmann::json>(body);
   switch (route.endpoint) {
     case Endpoint::kTokenize:
     case Endpoint::kDetokenize: {
       auto r = route.endpoint == Endpoint::kTokenize ? tokenize_response(j, model_) : detokenize_response(j, model_);
-      if (auto* e = std::get_if<ApiError>(&r)) return refuse(*e);
-      reply.response = json_response(std::move(std::get<std::string>(r)));
-      return reply;
+      if (auto* e = std::get_if<ApiError>(&r)) return p.refuse(*e);
+      return p.answer(json_response(std::move(std::get<std::string>(r))));
     }
     case Endpoint::kCompletions:
     case Endpoint::kChat: {
       auto plan = route.endpoint == Endpoint::kChat ? parse_chat_request(j, model_, request_id)
                                                     : parse_completion_request(j, model_, request_id);
-      if (auto* e = std::get_if<ApiError>(&plan)) return refuse(*e);
+      if (auto* e = std::get_if<ApiError>(&plan)) return p.refuse(*e);
       auto format = route.endpoint == Endpoint::kChat ? make_chat_format(model_) : make_completion_format(model_);
-      return submit(std::move(std::get<GenerationPlan>(plan)), std::move(format), std::move(reply));
+      return submit(std::move(std::get<GenerationPlan>(plan)), std::move(format), p.take());
     }
     case Endpoint::kGenerate:
     case Endpoint::kGenerateStream: {
-      if (route.model != model_.name) {
-        return refuse({404, "the model '" + route.model + "' does not exist; this server serves '" + model_.name + "'",
-                       "not_found_error", "model", "model_not_found"});
-      }
+      if (route.model != model_.name) return p.refuse(model_not_found(route.model, model_.name));
       auto plan = parse_kserve_generate(j, model_, request_id, route.endpoint == Endpoint::kGenerateStream);
-      if (auto* e = std::get_if<ApiError>(&plan)) return refuse(*e);
-      return submit(std::move(std::get<GenerationPlan>(plan)), make_kserve_format(model_), std::move(reply));
+      if (auto* e = std::get_if<ApiError>(&plan)) return p.refuse(*e);
+      return submit(std::move(std::get<GenerationPlan>(plan)), make_kserve_format(model_), p.take());
     }
     default:
-      return refuse({404, "no route for " + req.method + " " + std::string(req.path()), "not_found_error", std::nullopt,
-                     "not_found"});
+      return p.refuse({404, "no route for " + req.method + " " + std::string(req.path()), "not_found_error",
+                       std::nullopt, "not_found"});
   }
 }
 
@@ -130,12 +87,8 @@ ApiService::Reply ApiService::submit(GenerationPlan plan, std::unique_ptr<Respon
   int64_t prompt_tokens = 0;
   for (const auto& r : plan.requests) prompt_tokens += static_cast<int64_t>(r.prompt.size());
   reply.log.prompt_tokens = prompt_tokens;
-  auto refuse = [&](ApiError e) {
-    reply.log.error = e.message;
-    reply.response = format->error(e);
-    return std::move(reply);
-  };
-  if (!ready()) return refuse({503, "the server is shutting down", "server_error", std::nullopt, "unavailable"});
+  auto refuse = [&](const ApiError& e) { return refuse_reply(std::move(reply), e, format->error(e)); };
+  if (!ready()) return refuse(ApiError::shutting_down());
   std::vector<std::shared_ptr<llm::ResponseStream>> streams;
   for (auto& r : plan.requests) {
     // A streamed answer is polled as tokens gather; a whole one only at its end.

@@ -4,12 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/request_gate.h"
 #include "server/kserve_protocol.h"
 #include "server/repository/infer_job.h"
 #include "server/repository/kserve_datatype.h"
 #include "server/repository/repository_error.h"
 #include "server/request_fields.h"
+#include "server/request_preamble.h"
 #include "server/router.h"
 
 namespace kiln::server {
@@ -17,17 +17,8 @@ namespace {
 
 using json = nlohmann::json;
 
-HttpResponse json_response(const json& body) {
-  HttpResponse r;
-  r.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
-  return r;
-}
-
-HttpResponse empty_response(int status) {
-  HttpResponse r;
-  r.status = status;
-  r.content_type = "text/plain; charset=utf-8";
-  return r;
+HttpResponse json_response_of(const json& body) {
+  return json_response(body.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 json model_metadata(const TensorModel& m) {
@@ -75,7 +66,7 @@ class LoadJob : public Job {
     answered_ = true;
     out.done = true;
     if (state_->status) {
-      out.response = json_response(json::object());
+      out.response = json_response_of(json::object());
     } else {
       error_ = state_->status.message();
       out.response = kserve_error_response(repository_api_error(state_->status));
@@ -102,64 +93,40 @@ RepositoryService::~RepositoryService() {
 }
 
 Service::Reply RepositoryService::handle(const HttpRequest& req, const std::string& request_id, std::string remote) {
-  Reply reply;
-  reply.log.request_id = request_id;
-  reply.log.method = req.method;
-  reply.log.path = std::string(req.path());
-  reply.log.remote = std::move(remote);
-  const Route route = route_request(req.method, req.path());
-  reply.log.endpoint = route.name;
-  auto refuse = [&](ApiError e) {
-    reply.log.error = e.message;
-    reply.response = kserve_error_response(e);
-    return std::move(reply);
-  };
-  if (auto e = gate_request(route, req, config_.api_key)) {
-    Reply r = refuse(*e);
-    if (e->status == 405) r.response.headers.emplace_back("Allow", route.allow);
-    return r;
-  }
+  RequestPreamble p(req, request_id, std::move(remote), kserve_error_response);
+  const Route& route = p.route();
+  if (!p.pass_gate(config_.api_key)) return p.take();
   switch (route.endpoint) {
     case Endpoint::kHealth:
     case Endpoint::kLive:
-      reply.response = empty_response(200);
-      return reply;
+      return p.answer(empty_response(200));
     case Endpoint::kReady:
-      reply.response = empty_response(ready() ? 200 : 503);
-      return reply;
+      return p.answer(empty_response(ready() ? 200 : 503));
     case Endpoint::kServerMetadata:
-      reply.response = json_response(
-          {{"name", "kiln"}, {"version", KILN_VERSION}, {"extensions", json::array({"model_repository", "binary_tensor_data"})}});
-      return reply;
-    case Endpoint::kMetrics: {
-      HttpResponse r;
-      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      r.body = metrics_.render();
-      reply.response = std::move(r);
-      return reply;
-    }
+      return p.answer(json_response_of(
+          {{"name", "kiln"}, {"version", KILN_VERSION}, {"extensions", json::array({"model_repository", "binary_tensor_data"})}}));
+    case Endpoint::kMetrics:
+      return p.answer(metrics_response(metrics_.render()));
     case Endpoint::kModelReady: {
       auto m = repository_.ready(route.model, route.version);
-      if (!m && m.status().code() == StatusCode::kNotFound) return refuse(repository_api_error(m.status()));
-      reply.response = empty_response(m ? 200 : 400);
-      return reply;
+      if (!m && m.status().code() == StatusCode::kNotFound) return p.refuse(repository_api_error(m.status()));
+      return p.answer(empty_response(m ? 200 : 400));
     }
     case Endpoint::kModelMetadata:
     case Endpoint::kModelConfig: {
       auto m = repository_.ready(route.model, route.version);
-      if (!m) return refuse(repository_api_error(m.status()));
-      reply.response = json_response(route.endpoint == Endpoint::kModelConfig ? model_config_json((*m)->config)
-                                                                               : model_metadata(**m));
-      return reply;
+      if (!m) return p.refuse(repository_api_error(m.status()));
+      return p.answer(json_response_of(route.endpoint == Endpoint::kModelConfig ? model_config_json((*m)->config)
+                                                                              : model_metadata(**m)));
     }
     case Endpoint::kRepositoryIndex: {
       bool only_ready = false;
       if (!req.body.empty()) {
         auto body = parse_json_object(req.body);
-        if (auto* e = std::get_if<ApiError>(&body)) return refuse(*e);
+        if (auto* e = std::get_if<ApiError>(&body)) return p.refuse(*e);
         const json& j = std::get<json>(body);
         if (j.contains("ready")) {
-          if (!j["ready"].is_boolean()) return refuse(ApiError::bad_field("ready", "'ready' must be true or false"));
+          if (!j["ready"].is_boolean()) return p.refuse(ApiError::bad_field("ready", "'ready' must be true or false"));
           only_ready = j["ready"].get<bool>();
         }
       }
@@ -171,17 +138,15 @@ Service::Reply RepositoryService::handle(const HttpRequest& req, const std::stri
         if (!e.reason.empty()) entry["reason"] = e.reason;
         out.push_back(std::move(entry));
       }
-      reply.response = json_response(out);
-      return reply;
+      return p.answer(json_response_of(out));
     }
     case Endpoint::kRepositoryUnload: {
-      if (Status s = repository_.unload(route.model); !s) return refuse(repository_api_error(s));
-      reply.response = json_response(json::object());
-      return reply;
+      if (Status s = repository_.unload(route.model); !s) return p.refuse(repository_api_error(s));
+      return p.answer(json_response_of(json::object()));
     }
     case Endpoint::kRepositoryLoad: {
       if (!model_name_is_valid(route.model)) {
-        return refuse(repository_api_error(not_found("'" + route.model + "' is not a model name")));
+        return p.refuse(repository_api_error(not_found("'" + route.model + "' is not a model name")));
       }
       auto state = std::make_shared<LoadJob::State>();
       ModelRepository* repository = &repository_;
@@ -201,13 +166,14 @@ Service::Reply RepositoryService::handle(const HttpRequest& req, const std::stri
           if (notify) notify();
         }));
       }
+      Reply reply = p.take();
       reply.job = std::make_unique<LoadJob>(state);
       return reply;
     }
     case Endpoint::kInfer:
-      return infer(req, route.model, route.version, std::move(reply));
+      return infer(req, route.model, route.version, p.take());
     default:
-      return refuse({404,
+      return p.refuse({404,
                      "this server serves a model repository of general models (KServe infer); " + std::string(route.name) +
                          " is for LLM engines: serve one with kiln serve ENGINE",
                      "not_found_error", std::nullopt, "not_found"});
@@ -217,12 +183,8 @@ Service::Reply RepositoryService::handle(const HttpRequest& req, const std::stri
 Service::Reply RepositoryService::infer(const HttpRequest& req, const std::string& name, const std::string& version,
                                         Reply reply) {
   const auto start = InferJob::Clock::now();
-  auto refuse = [&](ApiError e) {
-    reply.log.error = e.message;
-    reply.response = kserve_error_response(e);
-    return std::move(reply);
-  };
-  if (!ready()) return refuse({503, "the server is shutting down", "server_error", std::nullopt, "unavailable"});
+  auto refuse = [&](const ApiError& e) { return refuse_reply(std::move(reply), e, kserve_error_response(e)); };
+  if (!ready()) return refuse(ApiError::shutting_down());
   auto model = repository_.ready(name, version);
   if (!model) return refuse(repository_api_error(model.status()));
   std::optional<size_t> header_length;
