@@ -6,12 +6,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "backends/cpu/cpu_tuner.h"
-#include "backends/cpu/tensor_graph_runner.h"
-#if KILN_HAVE_CUDA
-#include "backends/cuda/cuda_device.h"
-#include "backends/cuda/cuda_tuner.h"
-#endif
+#include "backends/registry/backend_registry.h"
 #include "cli/calibration_samples.h"
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
@@ -52,29 +47,6 @@ Expected<ir::WeightFormat> format_for(const std::string& dtype, int group) {
   return invalid_argument("--dtype must be one of fp32, bf16, fp16, fp8, int8, int4");
 }
 
-// The kernel tuner of the target: the CPU's, or the CUDA backend's (timing on the GPU when there
-// is one and --no-autotune is not given).
-Expected<std::unique_ptr<passes::KernelTuner>> make_tuner(const BuildArgs& a, bool& autotune) {
-  if (a.target == "cpu") return std::unique_ptr<passes::KernelTuner>(new cpu::CpuKernelTuner(cpu::isa_active()));
-  if (a.target != "cuda") return invalid_argument("--target must be cpu or cuda");
-#if KILN_HAVE_CUDA
-  bool time_on_gpu = autotune;
-  if (time_on_gpu) {
-    auto device = cuda::cuda_device_info(0);
-    if (!device) {
-      std::fprintf(stderr, "note: %s: CUDA kernels are not timed; each list's first kernel is taken\n",
-                   device.status().message().c_str());
-      time_on_gpu = autotune = false;
-    }
-  }
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaKernelTuner> tuner, cuda::CudaKernelTuner::create(time_on_gpu));
-  return std::unique_ptr<passes::KernelTuner>(std::move(tuner));
-#else
-  (void)autotune;
-  return invalid_argument("this kiln has no CUDA backend; configure it with -DKILN_CUDA=ON to build cuda engines");
-#endif
-}
-
 // --int8's calibration: the samples and the calibrator, or nullopt without --int8.
 Expected<std::optional<passes::Int8Calibration>> int8_calibration(const BuildArgs& a) {
   if (!a.int8) {
@@ -101,10 +73,10 @@ int run_build(const BuildArgs& a) {
   if (!int8) return fail(int8.status());
   cpu::cpu_set_threads(a.threads);
   bool autotune = !a.no_autotune;
-  auto made = make_tuner(a, autotune);
+  auto made = backends::make_kernel_tuner(a.target, autotune);
   if (!made) return fail(made.status());
   passes::KernelTuner& tuner = **made;
-  cpu::CpuNodeEvaluator evaluator;
+  const std::unique_ptr<passes::NodeEvaluator> evaluator = backends::make_node_evaluator();
   engine::EngineBuildRequest req;
   req.model_dir = a.model_dir;
   req.output_path = a.output;
@@ -122,7 +94,7 @@ int run_build(const BuildArgs& a) {
   ProgressBar bar;
   engine::EngineBuildHooks hooks;
   hooks.tuner = &tuner;
-  hooks.evaluator = &evaluator;
+  hooks.evaluator = evaluator.get();
   hooks.note = [&](const std::string& m) {
     bar.finish();
     std::fprintf(stderr, "note: %s\n", m.c_str());

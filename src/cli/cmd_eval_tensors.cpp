@@ -8,8 +8,7 @@
 #include <cstdio>
 #include <map>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/tensor_graph_runner.h"
+#include "backends/registry/backend_registry.h"
 #include "cli/commands.h"
 #include "cli/npy.h"
 
@@ -28,16 +27,14 @@ int run_eval_tensors(const std::string& engine, const std::vector<std::string>& 
     if (!t) return fail(t.status().with_context("input '" + spec.substr(0, eq) + "'"));
     feed[spec.substr(0, eq)] = std::move(*t);
   }
-  cpu::cpu_set_threads(threads);
   auto model = runtime::LoadedModel::load(engine);
   if (!model) return fail(model.status());
   if (!(*model)->graph().has_tensor_ops()) {
     return fail(invalid_argument(engine + " is an LLM engine; run it with --ids or --text"));
   }
-  auto profiles = ir::input_profiles_from_json((*model)->metadata().value("onnx", nlohmann::json::object()).value(
-      "profiles", nlohmann::json()));
-  if (!profiles) return fail(profiles.status());
-  auto runner = cpu::TensorGraphRunner::create((*model)->graph(), std::move(*profiles));
+  auto opened = backends::open_backend((*model)->file().header().target, threads);
+  if (!opened) return fail(opened.status().with_context(engine));
+  auto runner = opened->backend->create_graph_runner(**model);
   if (!runner) return fail(runner.status());
   auto outputs = (*runner)->run(feed);
   if (!outputs) return fail(outputs.status());
@@ -63,8 +60,8 @@ int run_eval_tensors(const std::string& engine, const std::vector<std::string>& 
       total += ms;
       best = i == 0 ? ms : std::min(best, ms);
     }
-    std::printf("latency over %d runs: mean %.2f ms, best %.2f ms (%d threads)\n", repeat, total / repeat, best,
-                cpu::cpu_threads());
+    std::printf("latency over %d runs: mean %.2f ms, best %.2f ms on %s\n", repeat, total / repeat, best,
+                opened->device.c_str());
   }
   return 0;
 }

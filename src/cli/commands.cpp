@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
+#include "backends/registry/backend_registry.h"
 #if KILN_HAVE_CUDA
-#include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_device.h"
 #endif
 
@@ -62,22 +62,10 @@ Expected<Session> open_session(const std::string& engine_path, int threads, int6
                                std::optional<runtime::KvCacheDtype> kv_dtype) {
   Session s;
   KILN_ASSIGN_OR_RETURN(s.model, runtime::LoadedModel::load(engine_path));
-  const std::string& target = s.model->file().header().target;
-  if (target.rfind("cuda-", 0) == 0) {
-#if KILN_HAVE_CUDA
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> gpu, cuda::CudaBackend::create(0));
-    s.device = gpu->device().name;
-    s.backend = std::move(gpu);
-#else
-    return invalid_argument(engine_path + " was built for " + target +
-                            ", and this kiln has no CUDA backend (configure it with -DKILN_CUDA=ON), or rebuild "
-                            "the engine for the CPU with `kiln build MODEL_DIR`");
-#endif
-  } else {
-    cpu::cpu_set_threads(threads);
-    s.device = "cpu (" + std::to_string(cpu::cpu_threads()) + " threads)";
-    s.backend = std::make_unique<cpu::CpuBackend>();
-  }
+  auto opened = backends::open_backend(s.model->file().header().target, threads);
+  if (!opened) return opened.status().with_context(engine_path);
+  s.backend = std::move(opened->backend);
+  s.device = std::move(opened->device);
   KILN_ASSIGN_OR_RETURN(s.executor, runtime::Executor::create(*s.model, *s.backend));
   const int64_t block = 16;
   const int64_t tokens = std::min(kv_tokens, s.model->facts().max_seq_len);

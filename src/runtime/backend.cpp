@@ -1,5 +1,7 @@
 #include "runtime/backend.h"
 
+#include "runtime/loaded_model.h"
+
 namespace kiln::runtime {
 
 Expected<SampledStep> Backend::run_step_sampled(const StepView& step, const SamplingBatch& sampling) {
@@ -18,6 +20,12 @@ Expected<SampledStep> Backend::run_step_sampled(const StepView& step, const Samp
     sampled_ids_[r] = sample_row(sampled_row_, sampling, r);
   }
   return SampledStep{sampled_ids_, sampled_logits_};
+}
+
+Expected<std::unique_ptr<GraphRunner>> Backend::create_graph_runner(const LoadedModel& model) {
+  (void)model;
+  return unimplemented("the " + target() + " backend runs LLM engines only; build this model for the CPU " +
+                       "(kiln build MODEL --target cpu)");
 }
 
 }  // namespace kiln::runtime

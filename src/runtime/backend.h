@@ -1,5 +1,6 @@
-// The backend interface: what the executor needs from a device. A backend checks that it can
-// run an engine (its target and every op), then in prepare() binds each node to a kernel, makes
+// The backend interface: what a device offers the two kinds of engines. For an LLM engine it is
+// what the executor needs: a backend checks that it can run the engine (its target and every
+// op), then in prepare() binds each node to a kernel, makes
 // the weights resident (the CPU backend reads them in place from the mapped engine; a GPU
 // backend uploads them once) and allocates its activation memory for steps of up to max_tokens
 // tokens. Each step, run_step() runs the whole graph over a ragged batch the executor has
@@ -7,21 +8,27 @@
 // unit (a GPU backend captures and replays it as a graph); run_step_sampled() runs it and
 // chooses each row's next token (device_sampling.h), so that a backend that samples on its
 // device returns token ids only. KV-cache storage is memory the backend allocates (allocate()),
-// held by the runtime's KvCache.
+// held by the runtime's KvCache. For a general engine (an imported graph of tensor ops, such as an
+// ONNX model), create_graph_runner() makes a GraphRunner: one execution context that takes named
+// tensors and returns the graph's outputs; a model repository runs one per instance.
+// backends/registry opens the backend an engine's target names.
 //
 // Ownership: the backend owns its kernels, weights copies and activation memory; the executor
 // owns the step's host-side arrays (StepView pointers) for the length of run_step(); the
-// caller owns the KvCache.
+// caller owns the KvCache and each GraphRunner, which must not outlive the backend or the model.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
 #include "ir/graph.h"
+#include "ir/tensor.h"
 #include "runtime/device_buffer.h"
 #include "runtime/device_sampling.h"
 #include "runtime/kv_cache.h"
@@ -46,10 +53,24 @@ struct StepView {
   KvCache* kv_cache = nullptr;
 };
 
+// One execution context over a general graph. run() checks the inputs against the graph and its
+// optimisation profiles (a missing input, a wrong dtype or rank, a shape outside the profile is
+// a one-line error) and returns the outputs by graph output name, in graph order; the tensors
+// own (or share) their storage and outlive the runner. One run() at a time per runner.
+class GraphRunner {
+ public:
+  virtual ~GraphRunner() = default;
+  virtual Expected<std::vector<std::pair<std::string, ir::Tensor>>> run(
+      const std::map<std::string, ir::Tensor>& inputs) = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string target() const = 0;
+  // Per-thread settings that a thread needs before it runs this backend's work, called on that
+  // thread (the CPU backend: its OpenMP team size). Nothing by default.
+  virtual void prepare_thread() const {}
   // Fails with a message naming what to rebuild when an engine built for `engine_target` cannot run here.
   virtual Status check_target(const std::string& engine_target) const = 0;
   // Binds every node of the model's graph to a kernel (failing on the first node it cannot run),
@@ -71,6 +92,11 @@ class Backend {
   // host rows, valid until the next call. The default runs run_step() and sample_row() on the
   // host.
   virtual Expected<SampledStep> run_step_sampled(const StepView& step, const SamplingBatch& sampling);
+
+  // A runner of a general engine's graph, its inputs bounded by the engine's optimisation
+  // profiles. Fails naming the first node this backend cannot run; a backend that runs only LLM
+  // engines refuses, naming its target.
+  virtual Expected<std::unique_ptr<GraphRunner>> create_graph_runner(const LoadedModel& model);
 
  private:
   std::vector<float> sampled_row_, sampled_logits_;  // the default run_step_sampled's scratch

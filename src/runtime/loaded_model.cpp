@@ -29,6 +29,10 @@ KvCacheDtype LoadedModel::native_kv_cache_dtype() const {
   return any ? KvCacheDtype::kBF16 : KvCacheDtype::kF32;
 }
 
+Expected<std::vector<ir::InputProfile>> LoadedModel::input_profiles() const {
+  return ir::input_profiles_from_json(metadata().value("onnx", nlohmann::json::object()).value("profiles", nlohmann::json()));
+}
+
 Expected<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path, bool verify_checksum) {
   KILN_ASSIGN_OR_RETURN(engine::EngineFile file, engine::EngineFile::open(path, {.verify_checksum = verify_checksum}));
   std::unique_ptr<LoadedModel> model(new LoadedModel(std::move(file)));

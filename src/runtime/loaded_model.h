@@ -6,10 +6,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/engine_file.h"
 #include "ir/graph.h"
+#include "ir/input_profile.h"
 #include "runtime/kv_cache.h"
 #include "nlohmann/json.hpp"
 
@@ -36,6 +38,9 @@ class LoadedModel {
   // Files copied from the model directory at build time (tokenizer, chat template, generation
   // config), name -> contents.
   std::map<std::string, std::string> files() const;
+  // A general engine's optimisation profiles (the bounds of its inputs' shapes); none for an LLM
+  // engine or a general one built without any.
+  Expected<std::vector<ir::InputProfile>> input_profiles() const;
   // Bytes of weights read by one forward step (every stored weight once).
   uint64_t weight_bytes() const { return weight_bytes_; }
   // The KV element that follows the model's precision (--kv-cache-dtype auto, as vLLM's): bf16

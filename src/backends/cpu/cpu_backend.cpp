@@ -15,6 +15,7 @@
 #include "backends/cpu/norm.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/rope.h"
+#include "backends/cpu/tensor_graph_runner.h"
 #include "runtime/loaded_model.h"
 
 namespace kiln::cpu {
@@ -70,7 +71,16 @@ int cpu_threads() { return omp_get_max_threads(); }
 
 std::string cpu_target_name(Isa isa) { return "cpu-" + std::string(isa_name(isa)); }
 
-CpuBackend::CpuBackend() = default;
+CpuBackend::CpuBackend(int threads) : threads_(threads) {}
+
+void CpuBackend::prepare_thread() const { cpu_set_threads(threads_); }
+
+Expected<std::unique_ptr<runtime::GraphRunner>> CpuBackend::create_graph_runner(const runtime::LoadedModel& model) {
+  KILN_ASSIGN_OR_RETURN(std::vector<ir::InputProfile> profiles, model.input_profiles());
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<TensorGraphRunner> runner,
+                        TensorGraphRunner::create(model.graph(), std::move(profiles)));
+  return std::unique_ptr<runtime::GraphRunner>(std::move(runner));
+}
 
 std::string CpuBackend::target() const { return cpu_target_name(isa_detect()); }
 

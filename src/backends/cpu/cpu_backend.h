@@ -26,14 +26,18 @@ std::string cpu_target_name(Isa isa);
 
 class CpuBackend final : public runtime::Backend {
  public:
-  CpuBackend();
+  // `threads`: the OpenMP team that prepare_thread() gives a thread (0 = all cores).
+  explicit CpuBackend(int threads = 0);
   ~CpuBackend() override;
   std::string target() const override;
+  void prepare_thread() const override;
   Status check_target(const std::string& engine_target) const override;
   Status prepare(const runtime::LoadedModel& model, int64_t max_tokens) override;
   Expected<std::unique_ptr<runtime::DeviceBuffer>> allocate(size_t bytes) override;
   bool supports_kv_cache_dtype(runtime::KvCacheDtype) const override { return true; }  // fp32, bf16 and fp8
   Expected<std::span<const float>> run_step(const runtime::StepView& step) override;
+  // A TensorGraphRunner (tensor/tensor_graph_runner.h) over the model's graph.
+  Expected<std::unique_ptr<runtime::GraphRunner>> create_graph_runner(const runtime::LoadedModel& model) override;
 
   // Buffers of one node: inputs then outputs, in the node's order. Weights point at their stored bytes.
   struct NodeBuffers {
@@ -46,6 +50,7 @@ class CpuBackend final : public runtime::Backend {
   Status bind_nodes(const ir::Graph& graph);
   void* buffer(ir::ValueId id) const;
 
+  int threads_ = 0;
   const ir::Graph* graph_ = nullptr;
   int64_t vocab_ = 0;
   int64_t max_tokens_ = 0;

@@ -1,6 +1,6 @@
-// Runs a general (imported ONNX) graph on the CPU: the graph's nodes in order, each through its
-// tensor kernel (tensor_kernel.h), with every value's tensor released right after its last
-// reader, so a run holds only the live activations. Input shapes and dtypes are checked against
+// The CPU backend's GraphRunner (runtime/backend.h): runs a general (imported ONNX) graph on the
+// CPU, the graph's nodes in order, each through its tensor kernel (tensor_kernel.h), with every
+// value's tensor released right after its last reader, so a run holds only the live activations. Input shapes and dtypes are checked against
 // the graph before anything runs: a missing input, a wrong dtype, a wrong rank, a fixed dimension
 // that differs, a named dimension ("batch") bound to two sizes or a shape outside the input's
 // optimisation profile (ir/input_profile.h) is a one-line error naming it.
@@ -26,10 +26,11 @@
 #include "ir/tensor_ops.h"
 #include "ir/tensor.h"
 #include "passes/pass.h"
+#include "runtime/backend.h"
 
 namespace kiln::cpu {
 
-class TensorGraphRunner {
+class TensorGraphRunner final : public runtime::GraphRunner {
  public:
   // Fails naming the first node that has no CPU kernel or a weight whose bytes do not fit.
   // `profiles` bound the inputs they name (an engine's: ir::input_profiles_from_json).
@@ -37,12 +38,12 @@ class TensorGraphRunner {
                                                              std::vector<ir::InputProfile> profiles = {});
 
   // Outputs by graph output name, in graph order.
-  Expected<std::vector<std::pair<std::string, ir::Tensor>>> run(const std::map<std::string, ir::Tensor>& inputs);
+  Expected<std::vector<std::pair<std::string, ir::Tensor>>> run(const std::map<std::string, ir::Tensor>& inputs) override;
 
  private:
   explicit TensorGraphRunner(const ir::Graph& graph) : graph_(graph) {}
  public:
-  ~TensorGraphRunner();
+  ~TensorGraphRunner() override;
 
  private:
   Status check_inputs(const std::map<std::string, ir::Tensor>& inputs) const;

@@ -10,9 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/cpu_tuner.h"
-#include "backends/cpu/tensor_graph_runner.h"
+#include "backends/registry/backend_registry.h"
 #include "engine/engine_builder.h"
 
 namespace kiln::server {
@@ -285,11 +283,12 @@ Expected<std::string> ModelRepository::engine_for(const std::string& name, const
   req.output_path = cached.string() + ".tmp" + std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
   req.options.matmul_format = format_of(config.dtype);
   req.options.autotune = true;
-  cpu::CpuKernelTuner tuner(cpu::isa_active());
-  cpu::CpuNodeEvaluator evaluator;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<passes::KernelTuner> tuner,
+                        backends::make_kernel_tuner("cpu", req.options.autotune));
+  const std::unique_ptr<passes::NodeEvaluator> evaluator = backends::make_node_evaluator();
   engine::EngineBuildHooks hooks;
-  hooks.tuner = &tuner;
-  hooks.evaluator = &evaluator;
+  hooks.tuner = tuner.get();
+  hooks.evaluator = evaluator.get();
   std::vector<std::string> notes;
   hooks.note = [&](const std::string& m) { notes.push_back(m); };
   Status built = engine::build_engine(req, hooks);
@@ -326,13 +325,14 @@ Expected<std::shared_ptr<TensorModel>> ModelRepository::build(const std::string&
   if (config.outputs.empty()) config.outputs = outputs;
   if (config.platform.empty() && config.backend.empty()) config.platform = file.ends_with(".onnx") ? "onnxruntime_onnx" : "kiln";
 
-  auto profiles = ir::input_profiles_from_json(engine->metadata().value("onnx", nlohmann::json::object()).value(
-      "profiles", nlohmann::json()));
-  if (!profiles) return profiles.status();
+  // The backend the engine's target names; each instance is a runner of its own over one copy of
+  // the engine.
+  KILN_ASSIGN_OR_RETURN(backends::OpenedBackend opened, backends::open_backend(engine->file().header().target,
+                                                                                options_.threads));
   std::vector<DynamicBatcher::RunFn> instances;
   for (int64_t i = 0; i < config.instance_count; ++i) {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<cpu::TensorGraphRunner> runner, cpu::TensorGraphRunner::create(graph, *profiles));
-    std::shared_ptr<cpu::TensorGraphRunner> shared(std::move(runner));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<runtime::GraphRunner> runner, opened.backend->create_graph_runner(*engine));
+    std::shared_ptr<runtime::GraphRunner> shared(std::move(runner));
     instances.push_back([shared](const std::map<std::string, ir::Tensor>& in) { return shared->run(in); });
   }
   auto model = std::make_shared<TensorModel>();
@@ -340,6 +340,7 @@ Expected<std::shared_ptr<TensorModel>> ModelRepository::build(const std::string&
   model->version = version;
   model->engine_path = engine_path;
   model->engine = std::move(engine);
+  model->backend = std::move(opened.backend);
   DynamicBatcher::Options bo;
   bo.model = name;
   bo.dynamic_batching = config.dynamic_batching;
@@ -347,8 +348,8 @@ Expected<std::shared_ptr<TensorModel>> ModelRepository::build(const std::string&
   bo.preferred_batch_sizes = config.preferred_batch_sizes;
   bo.max_queue_delay = std::chrono::microseconds(config.max_queue_delay_us);
   bo.max_queue = options_.max_queue;
-  const int threads = options_.threads;
-  bo.on_worker_start = [threads] { cpu::cpu_set_threads(threads); };
+  const runtime::Backend* backend = model->backend.get();
+  bo.on_worker_start = [backend] { backend->prepare_thread(); };
   RepositoryMetrics* metrics = &metrics_;
   bo.on_batch = [metrics, name](int64_t requests, int64_t rows, double seconds) {
     metrics->record_batch(name, requests, rows, seconds);

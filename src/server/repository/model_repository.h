@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "runtime/backend.h"
 #include "runtime/loaded_model.h"
 #include "server/repository/dynamic_batcher.h"
 #include "server/repository/model_config.h"
@@ -38,7 +39,8 @@ struct TensorModel {
   ModelConfig config;   // completed from the engine: every input and output, with dims
   std::string engine_path;
   std::unique_ptr<runtime::LoadedModel> engine;
-  std::unique_ptr<DynamicBatcher> batcher;  // declared last: stopped before the engine goes
+  std::unique_ptr<runtime::Backend> backend;  // the engine's target's, under the batcher's runners
+  std::unique_ptr<DynamicBatcher> batcher;    // declared last: stopped before the backend and the engine go
 
   ~TensorModel();
 };
