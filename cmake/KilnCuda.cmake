@@ -7,17 +7,60 @@
 
 set(KILN_CUDA OFF CACHE STRING "Build the CUDA backend: ON, OFF or AUTO (when nvcc is found)")
 set_property(CACHE KILN_CUDA PROPERTY STRINGS ON OFF AUTO)
+# sm_90a machine code, nvcc's -std=c++20 and the three-argument cudaGraphInstantiate need CUDA 12.0;
+# the backend is built and tested with CUDA 13.0.
+set(KILN_CUDA_MIN_VERSION 12.0)
 set(KILN_HAVE_CUDA OFF)
-if(KILN_CUDA STREQUAL "AUTO")
+
+# The release of the CUDA compiler `compiler` ("13.0"), or "" when it does not run.
+function(kiln_nvcc_release compiler out)
+  set(release "")
+  if(compiler)
+    execute_process(COMMAND "${compiler}" --version OUTPUT_VARIABLE text ERROR_QUIET RESULT_VARIABLE rc)
+    if(rc EQUAL 0 AND text MATCHES "release ([0-9]+\\.[0-9]+)")
+      set(release "${CMAKE_MATCH_1}")
+    endif()
+  endif()
+  set(${out} "${release}" PARENT_SCOPE)
+endfunction()
+
+if(KILN_CUDA)  # ON or AUTO
   include(CheckLanguage)
   check_language(CUDA)
-  if(CMAKE_CUDA_COMPILER)
-    set(KILN_HAVE_CUDA ON)
+  kiln_nvcc_release("${CMAKE_CUDA_COMPILER}" kiln_nvcc_version)
+  if(KILN_CUDA STREQUAL "AUTO")
+    if(NOT kiln_nvcc_version)
+      message(STATUS "KILN_CUDA=AUTO: no nvcc found, building without the CUDA backend")
+    elseif(kiln_nvcc_version VERSION_LESS KILN_CUDA_MIN_VERSION)
+      message(STATUS "KILN_CUDA=AUTO: nvcc ${kiln_nvcc_version} (${CMAKE_CUDA_COMPILER}) is older than "
+                     "CUDA ${KILN_CUDA_MIN_VERSION}, building without the CUDA backend")
+    else()
+      set(KILN_HAVE_CUDA ON)
+    endif()
+  elseif(NOT kiln_nvcc_version OR kiln_nvcc_version VERSION_LESS KILN_CUDA_MIN_VERSION)
+    if(NOT kiln_nvcc_version)
+      set(found "no working CUDA compiler (nvcc) was found")
+      if(CMAKE_CUDA_COMPILER)
+        set(found "the CUDA compiler '${CMAKE_CUDA_COMPILER}' does not run")
+      endif()
+    else()
+      set(found "nvcc ${kiln_nvcc_version} (${CMAKE_CUDA_COMPILER}) is too old")
+    endif()
+    # Look again on the next configure, once the toolkit is there.
+    unset(CMAKE_CUDA_COMPILER CACHE)
+    message(FATAL_ERROR
+      "KILN_CUDA=ON, but ${found}.\n"
+      "The CUDA backend needs the CUDA toolkit ${KILN_CUDA_MIN_VERSION} or newer (Kiln is built and tested with "
+      "CUDA 13.0), for Hopper GPUs (sm_90a). Either\n"
+      "  - install the toolkit (NVIDIA's packages put it in /usr/local/cuda) and put its nvcc on PATH, or name it:\n"
+      "      CUDACXX=/usr/local/cuda/bin/nvcc cmake --preset cuda\n"
+      "      cmake --preset cuda -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc\n"
+      "  - or build without the CUDA backend: cmake --preset release (no -DKILN_CUDA=ON).\n"
+      "Why CMake's check of the compiler failed, if it ran: "
+      "${CMAKE_BINARY_DIR}/CMakeFiles/CMakeError.log")
   else()
-    message(STATUS "KILN_CUDA=AUTO: no nvcc found, building without the CUDA backend")
+    set(KILN_HAVE_CUDA ON)
   endif()
-elseif(KILN_CUDA)
-  set(KILN_HAVE_CUDA ON)
 endif()
 
 if(KILN_HAVE_CUDA)
