@@ -191,7 +191,9 @@ TEST(E4m3, EveryByteDecodesAsItsFieldsSay) {
     }
     // The table holds the same bits.
     const float table = e4m3_values()[static_cast<size_t>(b)];
-    EXPECT_TRUE(std::bit_cast<uint32_t>(table) == std::bit_cast<uint32_t>(got) || (std::isnan(table) && std::isnan(got)));
+    EXPECT_TRUE(std::bit_cast<uint32_t>(table) == std::bit_cast<uint32_t>(got) ||
+                (std::isnan(table) && std::isnan(got)))
+        << b;
   }
   EXPECT_TRUE(std::isnan(e4m3_to_float(0x7f)));
   EXPECT_TRUE(std::isnan(e4m3_to_float(0xff)));

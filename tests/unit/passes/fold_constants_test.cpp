@@ -24,7 +24,9 @@ TEST(FoldConstants, TransposesTheWeight) {
   ASSERT_TRUE(v);
   // element [r, c] of the transpose is element [c, r] = 500 + c*4 + r of the source
   for (int64_t r = 0; r < 4; ++r) {
-    for (int64_t c = 0; c < 6; ++c) EXPECT_EQ((*v)[static_cast<size_t>(r * 6 + c)], 500.0f + static_cast<float>(c * 4 + r));
+    for (int64_t c = 0; c < 6; ++c) {
+      EXPECT_EQ((*v)[static_cast<size_t>(r * 6 + c)], 500.0f + static_cast<float>(c * 4 + r));
+    }
   }
   // The matmul reads the new weight, and the source, read by nothing else, is gone.
   const ir::Node* out = node_named(g, "out");

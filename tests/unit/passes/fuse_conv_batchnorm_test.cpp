@@ -30,7 +30,9 @@ ConvBnGraph conv_bn_graph(bool with_bias) {
     in.push_back(c.bias);
   }
   c.conv_out = b.node("Conv", in);
-  c.bn_params = {b.constant({2}, {2, 3}), b.constant({2}, {0.5f, -1}), b.constant({2}, {1, 2}), b.constant({2}, {3, 15})};
+  // scale, bias, mean, var
+  c.bn_params = {b.constant({2}, {2, 3}), b.constant({2}, {0.5f, -1}), b.constant({2}, {1, 2}),
+                 b.constant({2}, {3, 15})};
   c.bn_out = b.node("BatchNormalization", {c.conv_out, c.bn_params[0], c.bn_params[1], c.bn_params[2], c.bn_params[3]},
                     {{"epsilon", 1.0}});
   b.output(c.bn_out);
@@ -93,8 +95,8 @@ TEST(FuseConvBatchnorm, LeavesANormalisationAfterAnythingButAConv) {
   TensorGraphBuilder b;
   const ValueId x = b.input("x", {1, 2, 3, 4});
   const ValueId r = b.node("Relu", {x});
-  b.output(b.node("BatchNormalization",
-                  {r, b.constant({2}, {1, 1}), b.constant({2}, {0, 0}), b.constant({2}, {0, 0}), b.constant({2}, {1, 1})}));
+  const ValueId ones = b.constant({2}, {1, 1}), zeros = b.constant({2}, {0, 0});
+  b.output(b.node("BatchNormalization", {r, ones, zeros, zeros, ones}));
   const std::string before = snapshot(b.g);
   ASSERT_TRUE(run_fuse_conv_batchnorm(b.g, {}));
   EXPECT_EQ(snapshot(b.g), before);

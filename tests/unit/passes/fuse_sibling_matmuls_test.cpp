@@ -28,7 +28,9 @@ TEST(FuseSiblingMatmuls, FuseWithConcatenatedWeightsAndBiases) {
   ASSERT_EQ(bias.size(), 8u);
   // q's 4 rows (0..15), then k's 2 (100..107), then v's 2 (200..207).
   for (size_t i = 0; i < 32; ++i) {
-    const float want = i < 16 ? static_cast<float>(i) : i < 24 ? 100.0f + static_cast<float>(i - 16) : 200.0f + static_cast<float>(i - 24);
+    const float want = i < 16   ? static_cast<float>(i)
+                       : i < 24 ? 100.0f + static_cast<float>(i - 16)
+                                : 200.0f + static_cast<float>(i - 24);
     EXPECT_EQ(w[i], want) << i;
   }
   EXPECT_EQ(bias, (std::vector<float>{0, 1, 2, 3, 100, 101, 200, 201}));

@@ -17,7 +17,8 @@ Graph swiglu_graph(int64_t first, int64_t second, bool silu_first) {
   g.inputs() = {x};
   const auto ab = g.add_node("split", "gate_up.split", {x}, {{"sizes", std::vector<int64_t>{first, second}}}, 2);
   const ValueId s = g.add_node1("silu", "act", {ab[0]});
-  g.outputs() = {g.add_node1("mul", "gate_mul", silu_first ? std::vector<ValueId>{s, ab[1]} : std::vector<ValueId>{ab[1], s})};
+  const std::vector<ValueId> factors = silu_first ? std::vector<ValueId>{s, ab[1]} : std::vector<ValueId>{ab[1], s};
+  g.outputs() = {g.add_node1("mul", "gate_mul", factors)};
   return g;
 }
 

@@ -64,7 +64,8 @@ Int8Graph int8_graph() {
   // Row maxima 4, 8 and 0 (an all-zero row keeps scale 1); no code lies on a rounding tie.
   const ValueId w = b.g.add_weight("w1", f32_weight({3, 4}, {1, -1.5f, 0.5f, 4, 8, 3, -8, 0.1f, 0, 0, 0, 0}));
   q.bias = b.constant({3}, {0.5f, 0.25f, 0});
-  q.out1 = b.node("MatMul", {q.x, w, q.bias}, {{"kiln.b_transposed", int64_t{1}}, {"kiln.activation", std::string("Relu")}});
+  q.out1 = b.node("MatMul", {q.x, w, q.bias},
+                  {{"kiln.b_transposed", int64_t{1}}, {"kiln.activation", std::string("Relu")}});
   q.relu = b.node("Relu", {q.x});
   q.out2 = b.node("MatMul", {q.relu, b.g.add_weight("w2", f32_weight({2, 4}, {1, 1, 1, 1, -2, 2, -2, 2}))},
                   {{"kiln.b_transposed", int64_t{1}}});
@@ -138,7 +139,8 @@ TEST(QuantizeInt8, LeavesProductsThatAreNotCandidates) {
   const ValueId x = b.input("x", {1, 2, 4, 4});
   // A depthwise Conv (one input channel per group), a MatMul whose weight is not transposed, and
   // a MatMul of two activations.
-  const ValueId dw = b.node("Conv", {x, b.constant({2, 1, 3, 3}, std::vector<float>(18, 0.5f))}, {{"group", int64_t{2}}});
+  const ValueId dw_w = b.constant({2, 1, 3, 3}, std::vector<float>(18, 0.5f));
+  const ValueId dw = b.node("Conv", {x, dw_w}, {{"group", int64_t{2}}});
   const ValueId y = b.input("y", {4, 3});
   const ValueId mm = b.node("MatMul", {dw, b.constant({4, 3}, std::vector<float>(12, 1.0f))});
   b.output(b.node("MatMul", {mm, y}));
