@@ -115,7 +115,7 @@ std::optional<ir::Epilogue> activation_of(const Graph& g, const Node& n) {
 // sets `beta` (c, or 1) and `absorbed` (the nodes before the Mul).
 int64_t match_swish(const Graph& g, ValueId y, double& beta, std::vector<int64_t>& absorbed) {
   const std::vector<size_t> readers = g.consumers(y);
-  if (readers.size() != 2) return -1;
+  if (readers.size() != 2 || is_graph_output(g, y)) return -1;
   for (int first = 0; first < 2; ++first) {
     const size_t si = readers[static_cast<size_t>(first)], mi = readers[static_cast<size_t>(1 - first)];
     const Node& m = g.nodes()[mi];

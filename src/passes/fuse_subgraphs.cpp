@@ -193,7 +193,7 @@ bool match_layer_norm(Graph& g, size_t mi, std::vector<bool>& dead) {
   if (si < 0 || g.nodes()[static_cast<size_t>(si)].inputs[0] != x) return false;
   const ValueId d = g.nodes()[static_cast<size_t>(si)].outputs[0];
   const std::vector<size_t> readers = g.consumers(d);
-  if (readers.size() != 2 && readers.size() != 1) return false;
+  if (readers.size() != 2 || is_graph_output(g, d)) return false;
   int64_t sq = -1, div = -1;
   for (size_t r : readers) {
     const Node& n = g.nodes()[r];
@@ -201,7 +201,7 @@ bool match_layer_norm(Graph& g, size_t mi, std::vector<bool>& dead) {
     if (n.op == "Mul" && n.inputs[0] == d && n.inputs[1] == d) sq = static_cast<int64_t>(r);
     if (n.op == "Div" && n.inputs[0] == d) div = static_cast<int64_t>(r);
   }
-  if (sq < 0 || div < 0 || readers.size() != 2) return false;
+  if (sq < 0 || div < 0) return false;
   const int64_t vi = sole_reader(g, g.nodes()[static_cast<size_t>(sq)].outputs[0], "ReduceMean");
   if (vi < 0 || !reduces_last_axis(g, g.nodes()[static_cast<size_t>(vi)])) return false;
   const ValueId v = g.nodes()[static_cast<size_t>(vi)].outputs[0];
@@ -210,7 +210,9 @@ bool match_layer_norm(Graph& g, size_t mi, std::vector<bool>& dead) {
   const auto epsilon = scalar_constant(g, other_input(g.nodes()[static_cast<size_t>(ei)], v));
   if (!epsilon) return false;
   const int64_t qi = sole_reader(g, g.nodes()[static_cast<size_t>(ei)].outputs[0], "Sqrt");
-  if (qi < 0 || g.nodes()[static_cast<size_t>(div)].inputs[1] != g.nodes()[static_cast<size_t>(qi)].outputs[0]) return false;
+  if (qi < 0) return false;
+  const ValueId root_std = g.nodes()[static_cast<size_t>(qi)].outputs[0];
+  if (!single_reader(g, root_std) || g.nodes()[static_cast<size_t>(div)].inputs[1] != root_std) return false;
   // The scale is required (its length is the normalised size); the shift is optional.
   const ValueId normed = g.nodes()[static_cast<size_t>(div)].outputs[0];
   const int64_t gi = sole_reader(g, normed, "Mul");

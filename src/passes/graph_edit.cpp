@@ -15,8 +15,11 @@ void erase_nodes(ir::Graph& graph, const std::vector<bool>& dead) {
 }
 
 bool single_reader(const ir::Graph& graph, ir::ValueId id) {
-  return graph.consumers(id).size() == 1 &&
-         std::find(graph.outputs().begin(), graph.outputs().end(), id) == graph.outputs().end();
+  return graph.consumers(id).size() == 1 && !is_graph_output(graph, id);
+}
+
+bool is_graph_output(const ir::Graph& graph, ir::ValueId id) {
+  return std::find(graph.outputs().begin(), graph.outputs().end(), id) != graph.outputs().end();
 }
 
 Expected<ir::Tensor> weight_tensor(const ir::WeightEntry& w) {

@@ -109,5 +109,7 @@ Expected<ir::Tensor> weight_tensor(const ir::WeightEntry& w);
 ir::WeightEntry entry_holding(const ir::Tensor& t);
 // Whether `id` is read by exactly one node and is not a graph output (a fusion may then absorb it).
 bool single_reader(const ir::Graph& graph, ir::ValueId id);
+// Whether `id` is one of the graph's outputs (which a fusion must keep, whatever reads it).
+bool is_graph_output(const ir::Graph& graph, ir::ValueId id);
 
 }  // namespace kiln::passes

@@ -162,10 +162,9 @@ TEST(FuseEpilogues, SwishLeavesAProductWithAThirdReader) {
   EXPECT_EQ(snapshot(b.g), before);
 }
 
-// match_swish requires exactly two node readers of the product but does not ask whether it is
-// also a graph output; today the MatMul then takes the Mul's output and the graph output is
-// never produced (ir::verify fails). Disabled until the matcher checks it.
-TEST(FuseEpilogues, DISABLED_SwishLeavesAProductThatIsAGraphOutput) {
+// A product that is also a graph output keeps its producer: the MatMul must not take the Mul's
+// output, or the graph output would never be produced (ir::verify would fail).
+TEST(FuseEpilogues, SwishLeavesAProductThatIsAGraphOutput) {
   TensorGraphBuilder b;
   const ValueId y = b.node("MatMul", {b.input("x", {5, 3}), b.constant({3, 2}, {1, 2, 3, 4, 5, 6})});
   b.output(b.node("Mul", {b.node("Sigmoid", {y}), y}));

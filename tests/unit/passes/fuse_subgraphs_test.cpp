@@ -232,10 +232,9 @@ TEST(FuseSubgraphs, LayerNormLookalikesStay) {
 }
 
 // The subgraph's intermediates must have no reader outside it (the top of fuse_subgraphs.cpp),
-// and a graph output is such a reader. match_layer_norm counts only node readers of the centred
-// value, and none of the standard deviation's, so today it removes a node whose output is still
-// needed and the graph fails ir::verify. Disabled until the matcher checks both.
-TEST(FuseSubgraphs, DISABLED_LayerNormLeavesIntermediatesReadOutsideIt) {
+// and a graph output is such a reader: a centred value that is a graph output, or a standard
+// deviation that another node reads, keeps the subgraph as it is.
+TEST(FuseSubgraphs, LayerNormLeavesIntermediatesReadOutsideIt) {
   {  // the centred value is also a graph output
     LayerNormGraph l = layer_norm_graph(true, true);
     l.b.output(l.centred);
