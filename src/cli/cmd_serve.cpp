@@ -22,13 +22,13 @@
 #include "cli/commands.h"
 #include "cli/demo_engine.h"
 #include "llm/serving/serving_loop.h"
-#include "server/api_service.h"
-#include "server/http_server.h"
+#include "server/generation/api_service.h"
+#include "server/http/http_server.h"
 #include "server/repository/grpc_server.h"
 #include "server/repository/model_repository.h"
 #include "server/repository/repository_service.h"
-#include "server/served_model.h"
-#include "server/server_metrics.h"
+#include "server/generation/served_model.h"
+#include "server/generation/server_metrics.h"
 
 namespace kiln::cli {
 namespace {

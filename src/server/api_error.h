@@ -1,6 +1,8 @@
 // ApiError: a request the server refuses, with the HTTP status and the parts of OpenAI's error
 // object ({"error": {"message", "type", "param", "code"}}). The protocol parsers return it; each
-// front end writes it in its own shape (OpenAI's object, or KServe's {"error": message}).
+// front end writes it in its own shape: OpenAI's object (openai_error_response) or KServe's
+// {"error": message} (kserve_error_response), both here because the transport and every service
+// answer with them.
 #pragma once
 
 #include <optional>
@@ -29,10 +31,17 @@ struct ApiError {
 
 #include <variant>
 
+#include "server/http_message.h"
+
 namespace kiln::server {
 
 // A parsed value or the error that refused it.
 template <typename T>
 using ApiResult = std::variant<T, ApiError>;
+
+// The error as a response; 429 and 503 carry Retry-After, 401 WWW-Authenticate.
+std::string openai_error_body(const ApiError& error);
+HttpResponse openai_error_response(const ApiError& error);
+HttpResponse kserve_error_response(const ApiError& error);
 
 }  // namespace kiln::server

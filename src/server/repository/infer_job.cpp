@@ -1,6 +1,6 @@
 #include "server/repository/infer_job.h"
 
-#include "server/kserve_protocol.h"
+#include "server/api_error.h"
 
 namespace kiln::server {
 

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/kserve_protocol.h"
+#include "server/api_error.h"
 #include "server/repository/infer_job.h"
 #include "server/repository/kserve_datatype.h"
 #include "server/repository/repository_error.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "server/server_metrics.h"
+#include "server/generation/server_metrics.h"
 
 namespace kiln::server {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "server/api_error.h"
-#include "server/generation_plan.h"
+#include "server/generation/generation_plan.h"
 #include "server/http_message.h"
 
 namespace kiln::server {

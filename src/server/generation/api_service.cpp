@@ -1,7 +1,7 @@
-#include "server/api_service.h"
+#include "server/generation/api_service.h"
 
-#include "server/kserve_protocol.h"
-#include "server/openai_protocol.h"
+#include "server/generation/kserve_protocol.h"
+#include "server/generation/openai_protocol.h"
 #include "server/request_fields.h"
 #include "server/request_preamble.h"
 

@@ -1,4 +1,4 @@
-#include "server/generation_job.h"
+#include "server/generation/generation_job.h"
 
 namespace kiln::server {
 

@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "llm/serving/request_queue.h"
-#include "server/generation_plan.h"
+#include "server/generation/generation_plan.h"
 #include "server/http_message.h"
 #include "server/job.h"
-#include "server/response_format.h"
-#include "server/server_metrics.h"
+#include "server/generation/response_format.h"
+#include "server/generation/server_metrics.h"
 
 namespace kiln::server {
 

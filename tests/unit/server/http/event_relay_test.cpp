@@ -1,4 +1,4 @@
-#include "server/event_relay.h"
+#include "server/http/event_relay.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "server/served_model.h"
+#include "server/generation/served_model.h"
 
 #include <chrono>
 #include <nlohmann/json.hpp>

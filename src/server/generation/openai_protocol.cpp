@@ -3,7 +3,7 @@
 #include <chrono>
 #include <random>
 
-#include "server/openai_protocol.h"
+#include "server/generation/openai_protocol.h"
 #include "server/request_fields.h"
 
 namespace kiln::server {

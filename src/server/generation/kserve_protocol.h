@@ -10,10 +10,10 @@
 #include <string>
 
 #include "server/api_error.h"
-#include "server/generation_plan.h"
+#include "server/generation/generation_plan.h"
 #include "server/http_message.h"
-#include "server/response_format.h"
-#include "server/served_model.h"
+#include "server/generation/response_format.h"
+#include "server/generation/served_model.h"
 
 namespace kiln::server {
 
@@ -22,7 +22,6 @@ ApiResult<GenerationPlan> parse_kserve_generate(const nlohmann::json& body, cons
 
 std::string kserve_server_metadata();
 std::string kserve_model_metadata(const ServedModel& model);
-HttpResponse kserve_error_response(const ApiError& error);
 
 std::unique_ptr<ResponseFormat> make_kserve_format(const ServedModel& model);
 

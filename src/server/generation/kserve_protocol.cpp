@@ -1,4 +1,4 @@
-#include "server/kserve_protocol.h"
+#include "server/generation/kserve_protocol.h"
 
 #include "server/request_fields.h"
 
@@ -96,15 +96,6 @@ std::string kserve_model_metadata(const ServedModel& m) {
                     {"platform", "kiln"},
                     {"inputs", json::array({{{"name", "text_input"}, {"datatype", "BYTES"}, {"shape", json::array({1})}}})},
                     {"outputs", json::array({{{"name", "text_output"}, {"datatype", "BYTES"}, {"shape", json::array({-1})}}})}});
-}
-
-HttpResponse kserve_error_response(const ApiError& e) {
-  HttpResponse r;
-  r.status = e.status;
-  r.body = dump_json(json{{"error", e.message}});
-  if (e.status == 429 || e.status == 503) r.headers.emplace_back("Retry-After", "1");
-  if (e.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
-  return r;
 }
 
 std::unique_ptr<ResponseFormat> make_kserve_format(const ServedModel&) { return std::make_unique<KServeFormat>(); }

@@ -1,11 +1,11 @@
-#include "server/openai_protocol.h"
+#include "server/generation/openai_protocol.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
-#include "server/kserve_protocol.h"
+#include "server/generation/kserve_protocol.h"
 #include "server/request_fields.h"
 
 namespace kiln::server {

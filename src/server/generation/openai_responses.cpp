@@ -1,6 +1,6 @@
 // The response side of the OpenAI-compatible API (openai_protocol.h): complete bodies, stream
 // chunks, model lists and error objects.
-#include "server/openai_protocol.h"
+#include "server/generation/openai_protocol.h"
 
 #include <algorithm>
 #include <charconv>
@@ -299,22 +299,6 @@ std::string models_response(const ServedModel& m) {
 }
 
 std::string model_response(const ServedModel& m) { return dump_json(model_json(m)); }
-
-std::string openai_error_body(const ApiError& e) {
-  json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
-  if (e.param) err["param"] = *e.param;
-  if (e.code) err["code"] = *e.code;
-  return dump_json({{"error", err}});
-}
-
-HttpResponse openai_error_response(const ApiError& e) {
-  HttpResponse r;
-  r.status = e.status;
-  r.body = openai_error_body(e);
-  if (e.status == 429 || e.status == 503) r.headers.emplace_back("Retry-After", "1");
-  if (e.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
-  return r;
-}
 
 std::unique_ptr<ResponseFormat> make_completion_format(const ServedModel& m) { return std::make_unique<CompletionFormat>(m); }
 std::unique_ptr<ResponseFormat> make_chat_format(const ServedModel& m) { return std::make_unique<ChatFormat>(m); }

@@ -16,13 +16,13 @@
 
 #include "llm/serving/serving_loop.h"
 #include "server/access_log.h"
-#include "server/generation_job.h"
+#include "server/generation/generation_job.h"
 #include "server/http_message.h"
 #include "server/router.h"
-#include "server/served_model.h"
+#include "server/generation/served_model.h"
 #include "server/service.h"
 #include "server/server_config.h"
-#include "server/server_metrics.h"
+#include "server/generation/server_metrics.h"
 
 namespace kiln::server {
 

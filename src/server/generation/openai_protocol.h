@@ -11,10 +11,10 @@
 #include <string>
 
 #include "server/api_error.h"
-#include "server/generation_plan.h"
+#include "server/generation/generation_plan.h"
 #include "server/http_message.h"
-#include "server/response_format.h"
-#include "server/served_model.h"
+#include "server/generation/response_format.h"
+#include "server/generation/served_model.h"
 
 namespace kiln::server {
 
@@ -35,10 +35,6 @@ ApiResult<std::string> detokenize_response(const nlohmann::json& body, const Ser
 // GET /v1/models and /v1/models/{id}.
 std::string models_response(const ServedModel& model);
 std::string model_response(const ServedModel& model);
-
-// OpenAI's error object as a response; 429 carries Retry-After, 401 WWW-Authenticate.
-std::string openai_error_body(const ApiError& error);
-HttpResponse openai_error_response(const ApiError& error);
 
 std::unique_ptr<ResponseFormat> make_completion_format(const ServedModel& model);
 std::unique_ptr<ResponseFormat> make_chat_format(const ServedModel& model);

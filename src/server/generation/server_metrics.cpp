@@ -1,4 +1,4 @@
-#include "server/server_metrics.h"
+#include "server/generation/server_metrics.h"
 
 namespace kiln::server {
 namespace {

@@ -1,7 +1,4 @@
-#include "server/http_server.h"
-
-#include "server/event_relay.h"
-#include "server/openai_protocol.h"
+#include "server/http/http_server.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -23,6 +20,8 @@
 #include <vector>
 
 #include "base/thread_name.h"
+#include "server/api_error.h"
+#include "server/http/event_relay.h"
 
 namespace kiln::server {
 namespace {
