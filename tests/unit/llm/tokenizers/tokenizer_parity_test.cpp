@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "llm/tokenizers/gpt2_vocab.h"
-#include "llm/tokenizers/hf_tokenizer.h"
-#include "llm/tokenizers/tiktoken.h"
+#include "llm/tokenizers/bpe/gpt2_vocab.h"
+#include "llm/tokenizers/hf/hf_tokenizer.h"
+#include "llm/tokenizers/bpe/tiktoken.h"
 #include "support/parity_data.h"
 
 namespace kiln::llm {

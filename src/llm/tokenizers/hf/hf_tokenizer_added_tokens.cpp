@@ -1,10 +1,10 @@
-#include "llm/tokenizers/hf_tokenizer_added_tokens.h"
+#include "llm/tokenizers/hf/hf_tokenizer_added_tokens.h"
 
 #include <utf8proc.h>
 
 #include <algorithm>
 
-#include "llm/tokenizers/bpe_text.h"
+#include "llm/tokenizers/bpe/bpe_text.h"
 
 namespace kiln::llm {
 namespace {

@@ -1,13 +1,13 @@
-#include "llm/tokenizers/pre_tokenizer.h"
+#include "llm/tokenizers/hf/pre_tokenizer.h"
 
 #include <utf8proc.h>
 
 #include <functional>
 #include <utility>
 
-#include "llm/tokenizers/bpe_regex.h"
-#include "llm/tokenizers/bpe_text.h"
-#include "llm/tokenizers/hf_tokenizer_json.h"
+#include "llm/tokenizers/bpe/bpe_regex.h"
+#include "llm/tokenizers/bpe/bpe_text.h"
+#include "llm/tokenizers/hf/hf_tokenizer_json.h"
 
 namespace kiln::llm {
 namespace {

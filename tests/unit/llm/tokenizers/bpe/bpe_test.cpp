@@ -1,19 +1,19 @@
 // BPE building blocks: the merge order, byte fallback and unknown handling of BpeModel, UTF-8
 // repair, the byte-level alphabet, regex translation, decoders and normalizers, and the
 // vocab.json + merges.txt and tiktoken loaders on small hand-written files.
-#include "llm/tokenizers/bpe_model.h"
+#include "llm/tokenizers/bpe/bpe_model.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "llm/tokenizers/bpe_regex.h"
-#include "llm/tokenizers/bpe_text.h"
-#include "llm/tokenizers/decoder.h"
-#include "llm/tokenizers/gpt2_vocab.h"
-#include "llm/tokenizers/normalizer.h"
-#include "llm/tokenizers/tiktoken.h"
+#include "llm/tokenizers/bpe/bpe_regex.h"
+#include "llm/tokenizers/bpe/bpe_text.h"
+#include "llm/tokenizers/hf/decoder.h"
+#include "llm/tokenizers/bpe/gpt2_vocab.h"
+#include "llm/tokenizers/hf/normalizer.h"
+#include "llm/tokenizers/bpe/tiktoken.h"
 
 namespace kiln::llm {
 namespace {

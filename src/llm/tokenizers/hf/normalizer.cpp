@@ -1,13 +1,13 @@
-#include "llm/tokenizers/normalizer.h"
+#include "llm/tokenizers/hf/normalizer.h"
 
 #include <utf8proc.h>
 
 #include <cstdlib>
 #include <vector>
 
-#include "llm/tokenizers/bpe_regex.h"
-#include "llm/tokenizers/bpe_text.h"
-#include "llm/tokenizers/hf_tokenizer_json.h"
+#include "llm/tokenizers/bpe/bpe_regex.h"
+#include "llm/tokenizers/bpe/bpe_text.h"
+#include "llm/tokenizers/hf/hf_tokenizer_json.h"
 
 namespace kiln::llm {
 namespace {

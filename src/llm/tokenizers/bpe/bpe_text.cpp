@@ -1,4 +1,4 @@
-#include "llm/tokenizers/bpe_text.h"
+#include "llm/tokenizers/bpe/bpe_text.h"
 
 #include <array>
 

@@ -1,9 +1,9 @@
-#include "llm/tokenizers/bpe_model.h"
+#include "llm/tokenizers/bpe/bpe_model.h"
 
 #include <cstdio>
 
-#include "llm/tokenizers/bpe_merge.h"
-#include "llm/tokenizers/bpe_text.h"
+#include "llm/tokenizers/bpe/bpe_merge.h"
+#include "llm/tokenizers/bpe/bpe_text.h"
 
 namespace kiln::llm {
 namespace {

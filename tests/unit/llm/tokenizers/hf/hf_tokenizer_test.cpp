@@ -1,6 +1,6 @@
 // Hugging Face tokenizer.json pipelines on small hand-written files. Expected ids were checked
 // against the Hugging Face tokenizers library (0.23) on the same files.
-#include "llm/tokenizers/hf_tokenizer.h"
+#include "llm/tokenizers/hf/hf_tokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "llm/tokenizers/pre_tokenizer.h"
+#include "llm/tokenizers/hf/pre_tokenizer.h"
 
 namespace kiln::llm {
 namespace {

@@ -1,10 +1,10 @@
-#include "llm/tokenizers/decoder.h"
+#include "llm/tokenizers/hf/decoder.h"
 
 #include <utility>
 
-#include "llm/tokenizers/bpe_regex.h"
-#include "llm/tokenizers/bpe_text.h"
-#include "llm/tokenizers/hf_tokenizer_json.h"
+#include "llm/tokenizers/bpe/bpe_regex.h"
+#include "llm/tokenizers/bpe/bpe_text.h"
+#include "llm/tokenizers/hf/hf_tokenizer_json.h"
 
 namespace kiln::llm {
 namespace {

@@ -1,8 +1,8 @@
-#include "llm/tokenizers/gpt2_vocab.h"
+#include "llm/tokenizers/bpe/gpt2_vocab.h"
 
 #include <nlohmann/json.hpp>
 
-#include "llm/tokenizers/hf_tokenizer.h"
+#include "llm/tokenizers/hf/hf_tokenizer.h"
 
 namespace kiln::llm {
 

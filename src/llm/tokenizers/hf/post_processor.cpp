@@ -1,9 +1,9 @@
-#include "llm/tokenizers/post_processor.h"
+#include "llm/tokenizers/hf/post_processor.h"
 
 #include <sstream>
 #include <utility>
 
-#include "llm/tokenizers/hf_tokenizer_json.h"
+#include "llm/tokenizers/hf/hf_tokenizer_json.h"
 
 namespace kiln::llm {
 namespace {

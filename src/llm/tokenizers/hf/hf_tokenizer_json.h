@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
-#include "llm/tokenizers/bpe_regex.h"
+#include "llm/tokenizers/bpe/bpe_regex.h"
 
 namespace kiln::llm {
 

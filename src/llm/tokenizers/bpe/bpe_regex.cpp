@@ -1,4 +1,4 @@
-#include "llm/tokenizers/bpe_regex.h"
+#include "llm/tokenizers/bpe/bpe_regex.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

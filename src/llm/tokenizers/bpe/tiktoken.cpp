@@ -1,13 +1,13 @@
-#include "llm/tokenizers/tiktoken.h"
+#include "llm/tokenizers/bpe/tiktoken.h"
 
 #include <unordered_map>
 #include <vector>
 
-#include "llm/tokenizers/bpe_merge.h"
-#include "llm/tokenizers/bpe_model.h"
-#include "llm/tokenizers/bpe_regex.h"
-#include "llm/tokenizers/bpe_text.h"
-#include "llm/tokenizers/hf_tokenizer_added_tokens.h"
+#include "llm/tokenizers/bpe/bpe_merge.h"
+#include "llm/tokenizers/bpe/bpe_model.h"
+#include "llm/tokenizers/bpe/bpe_regex.h"
+#include "llm/tokenizers/bpe/bpe_text.h"
+#include "llm/tokenizers/hf/hf_tokenizer_added_tokens.h"
 
 namespace kiln::llm {
 namespace {

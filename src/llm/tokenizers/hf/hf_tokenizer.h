@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "base/status.h"
-#include "llm/tokenizers/bpe_model.h"
-#include "llm/tokenizers/decoder.h"
-#include "llm/tokenizers/hf_tokenizer_added_tokens.h"
-#include "llm/tokenizers/normalizer.h"
-#include "llm/tokenizers/post_processor.h"
-#include "llm/tokenizers/pre_tokenizer.h"
+#include "llm/tokenizers/bpe/bpe_model.h"
+#include "llm/tokenizers/hf/decoder.h"
+#include "llm/tokenizers/hf/hf_tokenizer_added_tokens.h"
+#include "llm/tokenizers/hf/normalizer.h"
+#include "llm/tokenizers/hf/post_processor.h"
+#include "llm/tokenizers/hf/pre_tokenizer.h"
 #include "llm/tokenizers/tokenizer.h"
 
 namespace kiln::llm {

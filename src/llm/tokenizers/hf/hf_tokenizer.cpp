@@ -1,4 +1,4 @@
-#include "llm/tokenizers/hf_tokenizer.h"
+#include "llm/tokenizers/hf/hf_tokenizer.h"
 
 #include <algorithm>
 #include <map>
@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "llm/tokenizers/bpe_text.h"
-#include "llm/tokenizers/hf_tokenizer_json.h"
+#include "llm/tokenizers/bpe/bpe_text.h"
+#include "llm/tokenizers/hf/hf_tokenizer_json.h"
 
 namespace kiln::llm {
 namespace {
