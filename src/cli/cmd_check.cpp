@@ -6,7 +6,7 @@
 
 #include "backends/cpu/tensor_kernel.h"
 #include "cli/commands.h"
-#include "formats/onnx_model.h"
+#include "formats/onnx/onnx_model.h"
 
 namespace kiln::cli {
 namespace {

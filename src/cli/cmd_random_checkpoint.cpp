@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "formats/random_checkpoint.h"
+#include "formats/hf/random_checkpoint.h"
 
 namespace kiln::cli {
 

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "engine/engine_writer.h"
-#include "formats/model_graph.h"
-#include "formats/onnx_model.h"
+#include "formats/hf/model_graph.h"
+#include "formats/onnx/onnx_model.h"
 #include "passes/pipeline.h"
 
 namespace kiln::engine {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
-#include "formats/hf_checkpoint.h"
+#include "formats/hf/hf_checkpoint.h"
 #include "ir/input_profile.h"
 #include "passes/pass.h"
 #include "passes/pipeline.h"
@@ -41,7 +41,7 @@ std::string build_options_string(const passes::BuildOptions& options);
 // model_dir is a Hugging Face directory, or an ONNX file (*.onnx: build_onnx_engine()).
 Status build_engine(const EngineBuildRequest& request, const EngineBuildHooks& hooks);
 
-// `kiln build model.onnx`: ONNX import (formats/onnx_model.h) -> the same pass pipeline -> an
+// `kiln build model.onnx`: ONNX import (formats/onnx/onnx_model.h) -> the same pass pipeline -> an
 // engine whose metadata "model" section has family "onnx" and an "onnx" section listing the
 // graph's inputs and outputs (names, dtypes, dims with symbolic names) and the request's input
 // profiles (checked against the inputs first). Refuses a model with any node Kiln cannot run,

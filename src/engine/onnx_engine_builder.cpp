@@ -2,7 +2,7 @@
 
 #include "engine/engine_builder.h"
 #include "engine/engine_writer.h"
-#include "formats/onnx_model.h"
+#include "formats/onnx/onnx_model.h"
 #include "passes/pipeline.h"
 
 namespace kiln::engine {

@@ -28,7 +28,7 @@ const OpInfo* tensor_op_info(const std::string& name);
 // Every tensor op, in registry order (for `kiln check` and the backends' coverage tests).
 std::vector<std::string> tensor_op_names();
 
-// Control flow. ONNX's If is imported flat (formats/onnx_model.cpp): the nodes of both branches
+// Control flow. ONNX's If is imported flat (formats/onnx/onnx_model.cpp): the nodes of both branches
 // join the graph, each carrying "kiln.guard", the pairs (condition value, branch) of the Ifs it
 // sits in, outermost first; it runs only when every condition's scalar bool equals its branch
 // (1: then, 0: else). kiln.Select(cond, then outputs..., else outputs...) then forwards the taken

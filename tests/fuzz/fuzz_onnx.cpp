@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "formats/onnx_model.h"
+#include "formats/onnx/onnx_model.h"
 #include "ir/graph.h"
 #include "nlohmann/json.hpp"
 

@@ -21,8 +21,8 @@
 #include "backends/cpu/cpu_tuner.h"
 #include "backends/cpu/tensor_graph_runner.h"
 #include "engine/engine_builder.h"
-#include "formats/onnx_model.h"
-#include "formats/onnx_tensor.h"
+#include "formats/onnx/onnx_model.h"
+#include "formats/onnx/onnx_tensor.h"
 #include "runtime/loaded_model.h"
 
 namespace kiln {

@@ -9,7 +9,7 @@
 // and the states [batch, dirs, H]). A reverse direction reads each row's sequence from its own
 // last step (sequence_lens); steps past a row's length leave Y zero and its state as it was.
 // `clip` bounds every activation's input. Activations and their alpha / beta follow the
-// translator's complete lists (formats/onnx_ops_recurrent.cpp).
+// translator's complete lists (formats/onnx/onnx_ops_recurrent.cpp).
 #include <algorithm>
 #include <cmath>
 #include <sstream>

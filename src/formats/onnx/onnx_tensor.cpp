@@ -1,4 +1,4 @@
-#include "formats/onnx_tensor.h"
+#include "formats/onnx/onnx_tensor.h"
 
 #include <onnx/onnx_pb.h>
 

@@ -4,7 +4,7 @@
 //   Softmax / LogSoftmax / Hardmax (opset < 13) work on x flattened to 2-D at `axis` (default 1):
 //     Flatten(axis) -> op(axis = -1) -> Reshape to Shape(x).
 //   TopK (opset < 10): `k` attribute -> a constant input.
-#include "formats/onnx_translate.h"
+#include "formats/onnx/onnx_translate.h"
 
 namespace kiln::formats {
 namespace {

@@ -1,7 +1,7 @@
 // ONNX linear quantisation ops: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear. The
 // translators fix the output dtypes ONNX defines (codes take the zero point's dtype, u8 without
 // one; dequantised values take the scale's) and check the attributes.
-#include "formats/onnx_translate.h"
+#include "formats/onnx/onnx_translate.h"
 
 namespace kiln::formats {
 namespace {

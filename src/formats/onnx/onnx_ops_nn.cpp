@@ -9,7 +9,7 @@
 // nothing it should not.
 #include <cmath>
 
-#include "formats/onnx_translate.h"
+#include "formats/onnx/onnx_translate.h"
 
 namespace kiln::formats {
 namespace {

@@ -2,8 +2,8 @@
 // 17, DFT's axis an attribute) and MelWeightMatrix. The translators check the attributes and fix
 // the output dtypes ONNX defines: a window and the mel matrix take `output_datatype`, the
 // transforms their input's.
-#include "formats/onnx_tensor.h"
-#include "formats/onnx_translate.h"
+#include "formats/onnx/onnx_tensor.h"
+#include "formats/onnx/onnx_translate.h"
 
 namespace kiln::formats {
 namespace {

@@ -2,8 +2,8 @@
 // The 7B variant uses RoPE; the 13B variant uses ALiBi (ModelConfig::alibi). Baichuan2 divides
 // each lm_head row by its L2 norm at inference (ModelConfig::normalized_lm_head), which the
 // builder expresses as a build-time normalize_rows that constant folding resolves.
-#include "formats/model_graph.h"
-#include "formats/builder_context.h"
+#include "formats/hf/model_graph.h"
+#include "formats/hf/builder_context.h"
 
 namespace kiln::formats {
 

@@ -1,4 +1,4 @@
-#include "formats/onnx_model.h"
+#include "formats/onnx/onnx_model.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <onnx/onnx_pb.h>
@@ -10,8 +10,8 @@
 #include <limits>
 #include <set>
 
-#include "formats/onnx_tensor.h"
-#include "formats/onnx_translate.h"
+#include "formats/onnx/onnx_tensor.h"
+#include "formats/onnx/onnx_translate.h"
 
 namespace kiln::formats {
 namespace {

@@ -1,4 +1,4 @@
-#include "formats/hf_config.h"
+#include "formats/hf/hf_config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -4,7 +4,7 @@
 // n-grams, one output column per pool n-gram, and a weight per column when weights are given.
 #include <algorithm>
 
-#include "formats/onnx_translate.h"
+#include "formats/onnx/onnx_translate.h"
 
 namespace kiln::formats {
 namespace {

@@ -1,6 +1,6 @@
-#include "formats/model_graph.h"
+#include "formats/hf/model_graph.h"
 
-#include "formats/builder_context.h"
+#include "formats/hf/builder_context.h"
 
 namespace kiln::formats {
 

@@ -1,8 +1,8 @@
 // GPT2LMHeadModel: learned positions, pre-LayerNorm blocks, fused c_attn, gelu_new MLP and an
 // lm_head tied to the token embedding. GPT-2's Conv1D stores weights as [in, out]; the builder
 // marks them with a build-time transpose that constant folding resolves.
-#include "formats/model_graph.h"
-#include "formats/builder_context.h"
+#include "formats/hf/model_graph.h"
+#include "formats/hf/builder_context.h"
 
 namespace kiln::formats {
 

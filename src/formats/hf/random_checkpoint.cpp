@@ -1,4 +1,4 @@
-#include "formats/random_checkpoint.h"
+#include "formats/hf/random_checkpoint.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,7 +10,7 @@
 #include <functional>
 #include <utility>
 
-#include "formats/hf_config.h"
+#include "formats/hf/hf_config.h"
 #include "formats/safetensors_writer.h"
 
 namespace kiln::formats {

@@ -6,7 +6,7 @@
 //   per layer: x += o_proj(attn(rope(q_proj(rms(x))), rope(k_proj(..)), v_proj(..)))
 //              x += down_proj(silu(gate_proj(rms(x))) * up_proj(rms(x)))
 //   logits = lm_head(rms(x))   (lm_head = embed_tokens when tied)
-#include "formats/builder_context.h"
+#include "formats/hf/builder_context.h"
 
 namespace kiln::formats {
 

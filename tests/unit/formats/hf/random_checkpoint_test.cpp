@@ -1,4 +1,4 @@
-#include "formats/random_checkpoint.h"
+#include "formats/hf/random_checkpoint.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/half.h"
-#include "formats/hf_checkpoint.h"
+#include "formats/hf/hf_checkpoint.h"
 #include "unit/formats/formats_test_util.h"
 
 namespace kiln::formats {

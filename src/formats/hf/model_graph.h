@@ -10,7 +10,7 @@
 #pragma once
 
 #include "base/status.h"
-#include "formats/hf_checkpoint.h"
+#include "formats/hf/hf_checkpoint.h"
 #include "ir/graph.h"
 
 namespace kiln::formats {

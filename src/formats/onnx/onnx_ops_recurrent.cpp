@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "formats/onnx_translate.h"
+#include "formats/onnx/onnx_translate.h"
 
 namespace kiln::formats {
 namespace {

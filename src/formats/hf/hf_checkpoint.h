@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "formats/hf_config.h"
+#include "formats/hf/hf_config.h"
 #include "formats/safetensors.h"
 
 namespace kiln::formats {

@@ -10,8 +10,8 @@
 //   ConstantOfShape value tensor  -> attributes value (double) and dtype.
 #include <cstring>
 
-#include "formats/onnx_tensor.h"
-#include "formats/onnx_translate.h"
+#include "formats/onnx/onnx_tensor.h"
+#include "formats/onnx/onnx_translate.h"
 
 namespace kiln::formats {
 namespace {

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "formats/onnx_model.h"
-#include "formats/onnx_tensor.h"
+#include "formats/onnx/onnx_model.h"
+#include "formats/onnx/onnx_tensor.h"
 #include "ir/ops.h"
 #include "support/onnx_test_models.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/hf_checkpoint.h"
+#include "formats/hf/hf_checkpoint.h"
 #include "ir/graph.h"
 
 namespace kiln::formats {

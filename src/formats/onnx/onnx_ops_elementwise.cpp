@@ -4,8 +4,8 @@
 //   Clip (opset < 11): min / max attributes -> constant inputs.
 //   Add, Sub, Mul, Div, ... (opset < 7): the legacy `broadcast` / `axis` attributes are refused.
 // Comparison, logic and IsNaN/IsInf outputs are bool; Cast's `to` becomes a Kiln dtype name.
-#include "formats/onnx_tensor.h"
-#include "formats/onnx_translate.h"
+#include "formats/onnx/onnx_tensor.h"
+#include "formats/onnx/onnx_translate.h"
 
 namespace kiln::formats {
 namespace {

@@ -1,4 +1,4 @@
-#include "formats/hf_checkpoint.h"
+#include "formats/hf/hf_checkpoint.h"
 
 #include <algorithm>
 #include <filesystem>

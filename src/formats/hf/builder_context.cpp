@@ -1,4 +1,4 @@
-#include "formats/builder_context.h"
+#include "formats/hf/builder_context.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "formats/onnx_translate.h"
+#include "formats/onnx/onnx_translate.h"
 
 #include <cstring>
 
