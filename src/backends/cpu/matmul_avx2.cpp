@@ -8,16 +8,12 @@
 #include <cstring>
 #include <type_traits>
 
+#include "backends/cpu/isa_target.h"
 #include "backends/cpu/matmul_kernels.h"
 #include "backends/cpu/matmul_tiling.h"
 #include "base/half.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+KILN_ISA_TARGET_BEGIN(KILN_ISA_FEATURES_AVX2)
 
 namespace kiln::cpu::avx2 {
 namespace {
@@ -81,11 +77,7 @@ constexpr MatmulKernel kKernels[] = {
 }  // namespace
 }  // namespace kiln::cpu::avx2
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+KILN_ISA_TARGET_END()
 
 namespace kiln::cpu::detail {
 std::span<const MatmulKernel> matmul_kernels_avx2_float() { return avx2::kKernels; }

@@ -17,17 +17,12 @@
 #include <cstring>
 #include <type_traits>
 
+#include "backends/cpu/isa_target.h"
 #include "backends/cpu/matmul_kernels.h"
 #include "backends/cpu/matmul_tiling.h"
 #include "base/half.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
-#endif
+KILN_ISA_TARGET_BEGIN(KILN_ISA_FEATURES_AVX512)
 
 namespace kiln::cpu::avx512 {
 namespace {
@@ -97,11 +92,7 @@ constexpr MatmulKernel kKernels[] = {
 }  // namespace
 }  // namespace kiln::cpu::avx512
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+KILN_ISA_TARGET_END()
 
 namespace kiln::cpu::detail {
 std::span<const MatmulKernel> matmul_kernels_avx512_float() { return avx512::kKernels; }

@@ -13,16 +13,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/isa_target.h"
 #include "backends/cpu/matmul_kernels.h"
 #include "backends/cpu/matmul_tiling.h"
 #include "backends/cpu/quantize_activations.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+KILN_ISA_TARGET_BEGIN(KILN_ISA_FEATURES_AVX2)
 
 namespace kiln::cpu::avx2 {
 namespace {
@@ -226,11 +222,7 @@ constexpr MatmulKernel kKernels[] = {
 }  // namespace
 }  // namespace kiln::cpu::avx2
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+KILN_ISA_TARGET_END()
 
 namespace kiln::cpu::detail {
 std::span<const MatmulKernel> matmul_kernels_avx2_q8dot() { return avx2::kKernels; }
