@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/parallel.h"
@@ -652,17 +653,6 @@ void attend_all(const float* q, int64_t q_stride, const AttentionBatch& batch,
   });
 }
 
-// Baichuan's slopes for a power of two n, evaluated in double as the Python original does:
-// start = 2^(-2^(-(log2 n - 3))), slope[i] = start * start^i.
-std::vector<double> alibi_power_of_two(int64_t n) {
-  const double start = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(n)) - 3.0)));
-  std::vector<double> slopes(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    slopes[static_cast<size_t>(i)] = start * std::pow(start, static_cast<double>(i));
-  }
-  return slopes;
-}
-
 // attention() after the store, for a cache of T elements.
 template <typename T>
 void attend_cached(const float* q, int64_t q_stride, const AttentionBatch& batch, const AttentionShape& shape,
@@ -749,22 +739,6 @@ void attention(const float* q, int64_t q_stride, const float* k, int64_t k_strid
     case KvCacheDtype::kFP8: return attend_cached<uint8_t>(q, q_stride, batch, shape, cache, out);
     case KvCacheDtype::kF32: return attend_cached<float>(q, q_stride, batch, shape, cache, out);
   }
-}
-
-std::vector<float> alibi_slopes(int64_t num_heads) {
-  KILN_CHECK(num_heads > 0);
-  int64_t closest = 1;
-  while (closest * 2 <= num_heads) closest *= 2;
-  std::vector<double> slopes = alibi_power_of_two(closest);
-  if (closest < num_heads) {
-    // The remaining heads take slopes that sit between the ones above: every other slope of
-    // the next power of two.
-    const std::vector<double> finer = alibi_power_of_two(2 * closest);
-    for (int64_t i = 0; i < num_heads - closest; ++i) {
-      slopes.push_back(finer[static_cast<size_t>(2 * i)]);
-    }
-  }
-  return {slopes.begin(), slopes.end()};
 }
 
 }  // namespace kiln::cpu

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "runtime/kv_cache_dtype.h"
 
@@ -50,7 +49,7 @@ struct AttentionShape {
   float scale;  // usually 1 / sqrt(head_dim)
   // 0 = none; else a key at kpos is visible from pos iff pos - kpos < sliding_window (HF Mistral).
   int64_t sliding_window;
-  const float* alibi_slopes;  // [num_heads], or nullptr for no ALiBi bias
+  const float* alibi_slopes;  // [num_heads] (ir::alibi_slopes), or nullptr for no ALiBi bias
 };
 
 // Writes the step's rows into the cache: row i of k and v (k: [t, num_kv_heads*head_dim] with row
@@ -70,10 +69,5 @@ void kv_cache_store(const float* k, int64_t k_stride, const float* v, int64_t v_
 void attention(const float* q, int64_t q_stride, const float* k, int64_t k_stride, const float* v,
                int64_t v_stride, const AttentionBatch& batch, const AttentionShape& shape,
                KvCacheLayer cache, float* out);
-
-// ALiBi slopes, [num_heads], as Baichuan-13B and BLOOM define them: for a power of two n,
-// slope[i] = 2^(-8 (i+1) / n); otherwise the slopes of the closest smaller power of two c,
-// followed by every other slope (the 1st, 3rd, ...) of 2c, until there are num_heads.
-std::vector<float> alibi_slopes(int64_t num_heads);
 
 }  // namespace kiln::cpu

@@ -1,5 +1,5 @@
-// Rotary position embedding (RoPE) for the CPU backend: the frequencies of each rope type that
-// Hugging Face transformers supports for our architectures, and the rotation itself.
+// Rotary position embedding (RoPE) for the CPU backend: the rotation, by the frequencies that
+// ir/rope.h computes for each rope type.
 //
 // Rotation is the "rotate half" form of HF Llama: within each head, dimension j < rotary_dim/2
 // is paired with j + rotary_dim/2 and the pair is rotated by the angle pos * inv_freq[j].
@@ -8,35 +8,10 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <utility>
 #include <vector>
 
-#include "base/status.h"
-
 namespace kiln::cpu {
-
-// The rope settings of a model, as found in its config.json (rope_theta, rope_scaling).
-struct RopeParams {
-  double theta = 10000.0;
-  std::string type = "default";          // "default" | "linear" | "dynamic" | "llama3"
-  double factor = 1.0;                   // linear, dynamic, llama3
-  double low_freq_factor = 1.0;          // llama3
-  double high_freq_factor = 4.0;         // llama3
-  int64_t original_max_position = 8192;  // llama3: the pre-training context length
-  int64_t max_position = 2048;           // dynamic: max_position_embeddings
-};
-
-// Checks that `p` describes a rope these kernels compute, for heads rotating `rotary_dim`
-// dimensions. Call it once when a model is loaded; rope_inv_freq assumes it passed.
-Status rope_params_validate(const RopeParams& p, int64_t rotary_dim);
-
-// inv_freq: [rotary_dim / 2], computed with the same fp32 operations, in the same order, as
-// transformers' modeling_rope_utils, so results agree to the last bit wherever the libm
-// functions do. seq_len matters for "dynamic" only: the length of the sequence including the
-// tokens of this step (HF uses max(position_ids) + 1); at or below max_position the default
-// frequencies are returned.
-std::vector<float> rope_inv_freq(const RopeParams& p, int64_t rotary_dim, int64_t seq_len);
 
 // x, y: [t, num_heads * head_dim] rows; positions: [t]; inv_freq: [rotary_dim / 2].
 // y may equal x (in place); other overlaps are not allowed. rotary_dim is even, <= head_dim.

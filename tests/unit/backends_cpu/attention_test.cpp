@@ -16,6 +16,7 @@
 
 #include "backends/cpu/cpu_isa.h"
 #include "base/half.h"
+#include "ir/rope.h"
 
 namespace kiln::cpu {
 namespace {
@@ -61,7 +62,7 @@ Seq make_seq(const Shape& s, int64_t len, uint32_t seed, float q_gain = 2.0f) {
 // Dense attention in double over the whole sequence, for the query rows [first, len):
 // out: [len, num_heads*head_dim] (rows before `first` left at 0).
 std::vector<double> dense_reference(const Shape& s, const Seq& seq, int64_t first = 0) {
-  const std::vector<float> slopes = s.alibi ? alibi_slopes(s.num_heads) : std::vector<float>();
+  const std::vector<float> slopes = s.alibi ? ir::alibi_slopes(s.num_heads) : std::vector<float>();
   const int64_t hd = s.head_dim, group = s.num_heads / s.num_kv_heads;
   const int64_t q_row = s.num_heads * hd, kv_row = s.num_kv_heads * hd;
   std::vector<double> out(static_cast<size_t>(seq.len * q_row), 0.0);
@@ -133,7 +134,7 @@ class PagedHarness {
     cache_v16_.assign(bf16 ? cache_size : 0, float_to_bf16(kNan));
     cache_k8_.assign(e4m3 ? cache_size : 0, float_to_e4m3(kNan));
     cache_v8_.assign(e4m3 ? cache_size : 0, float_to_e4m3(kNan));
-    slopes_ = shape.alibi ? alibi_slopes(shape.num_heads) : std::vector<float>();
+    slopes_ = shape.alibi ? ir::alibi_slopes(shape.num_heads) : std::vector<float>();
   }
 
   // Feeds the next `count` tokens of each listed sequence as one ragged step. q, k and v travel
@@ -560,29 +561,6 @@ TEST(Attention, E4m3CacheStoresEveryValueAsTheScalarConversionDoes) {
       }
     }
     ASSERT_TRUE(isa_override(std::nullopt).is_ok());
-  }
-}
-
-TEST(AlibiSlopes, MatchTheBaichuanFormula) {
-  // Powers of two: 2^(-8/n), 2^(-16/n), ...; n = 8 gives 1/2, 1/4, ..., 1/256 exactly.
-  const auto eight = alibi_slopes(8);
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(eight[static_cast<size_t>(i)], std::ldexp(1.0f, -(i + 1)));
-  for (int64_t n = 1; n <= 40; ++n) {
-    SCOPED_TRACE("heads " + std::to_string(n));
-    const auto slopes = alibi_slopes(n);
-    ASSERT_EQ(static_cast<int64_t>(slopes.size()), n);
-    int64_t c = 1;
-    while (c * 2 <= n) c *= 2;
-    for (int64_t i = 0; i < n; ++i) {
-      // The first c heads: 2^(-8 (i+1) / c). The rest: heads 1, 3, 5, ... of 2c.
-      const auto fc = static_cast<double>(c);
-      const double want = i < c ? std::exp2(-8.0 * static_cast<double>(i + 1) / fc)
-                                : std::exp2(-8.0 * static_cast<double>(2 * (i - c) + 1) / (2 * fc));
-      EXPECT_NEAR(slopes[static_cast<size_t>(i)], want, 1e-6 * want) << "head " << i;
-    }
-    std::vector<float> sorted = slopes;
-    std::sort(sorted.begin(), sorted.end());
-    EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()) << "slopes repeat";
   }
 }
 

@@ -11,6 +11,7 @@
 #include "backends/cpu/rope.h"
 #include "backends/cuda/cuda_qkv.h"
 #include "base/half.h"
+#include "ir/rope.h"
 #include "unit/backends_cuda/cuda_test_support.h"
 
 namespace kiln::cuda {
@@ -49,13 +50,13 @@ void check_qkv(const QkvCase& c, int64_t t = 37) {
     std::copy(r + q_row, r + q_row + kv_row, k.begin() + i * kv_row);
     std::copy(r + q_row + kv_row, r + row, v.begin() + i * kv_row);
   }
-  cpu::RopeParams p;
+  ir::RopeParams p;
   p.type = c.dynamic ? "dynamic" : "default";
   p.theta = 10000.0;
   p.factor = 2.0;
   p.max_position = 8;
-  const auto inv_a = cpu::rope_inv_freq(p, c.rot, c.dynamic ? 23 : 0);
-  const auto inv_b = cpu::rope_inv_freq(p, c.rot, c.dynamic ? 17 : 0);
+  const auto inv_a = ir::rope_inv_freq(p, c.rot, c.dynamic ? 23 : 0);
+  const auto inv_b = ir::rope_inv_freq(p, c.rot, c.dynamic ? 17 : 0);
   std::vector<float> want_q(q.size()), want_k(k.size());
   cpu::rope(q.data(), 20, c.heads, c.dim, c.rot, positions.data(), inv_a.data(), want_q.data());
   cpu::rope(q.data() + 20 * q_row, t - 20, c.heads, c.dim, c.rot, positions.data() + 20, inv_b.data(),
