@@ -9,7 +9,7 @@
 #include <map>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/tensor_graph_runner.h"
+#include "backends/cpu/tensor/tensor_graph_runner.h"
 #include "cli/commands.h"
 #include "cli/npy.h"
 

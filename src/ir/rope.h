@@ -1,7 +1,7 @@
 // The position math that the rope and attention ops' attributes describe (ops.h), computed on the
 // host once per model (or per step, for dynamic NTK) and handed to every backend's kernels:
 // a rope node's frequencies and an ALiBi attention node's slopes. The rotation itself is each
-// backend's kernel (backends/cpu/rope.h, backends/cuda/cuda_rope.h).
+// backend's kernel (backends/cpu/layers/rope.h, backends/cuda/layers/cuda_rope.h).
 //
 // The frequencies of each rope type that Hugging Face transformers supports for our
 // architectures follow its modeling_rope_utils step for step, in fp32, so that every backend

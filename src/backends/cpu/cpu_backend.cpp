@@ -8,13 +8,13 @@
 #include <map>
 #include <string>
 
-#include "backends/cpu/attention.h"
-#include "backends/cpu/elementwise.h"
-#include "backends/cpu/embedding.h"
-#include "backends/cpu/matmul.h"
-#include "backends/cpu/norm.h"
+#include "backends/cpu/layers/attention.h"
+#include "backends/cpu/layers/elementwise.h"
+#include "backends/cpu/layers/embedding.h"
+#include "backends/cpu/layers/norm.h"
+#include "backends/cpu/layers/rope.h"
+#include "backends/cpu/matmul/matmul.h"
 #include "backends/cpu/parallel.h"
-#include "backends/cpu/rope.h"
 #include "ir/rope.h"
 #include "runtime/loaded_model.h"
 

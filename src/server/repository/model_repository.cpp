@@ -12,7 +12,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_tuner.h"
-#include "backends/cpu/tensor_graph_runner.h"
+#include "backends/cpu/tensor/tensor_graph_runner.h"
 #include "engine/engine_builder.h"
 
 namespace kiln::server {
