@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/conv_gemm.h"
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/vision/conv_gemm.h"
 #include "bench_random.h"
 
 namespace {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "backends/cpu/cpu_isa.h"
-#include "backends/cpu/gemm_packed.h"
-#include "backends/cpu/matmul.h"
+#include "backends/cpu/matmul/gemm_packed.h"
+#include "backends/cpu/matmul/matmul.h"
 #include "ir/packed_weight.h"
 #include "ir/tensor.h"
 #include "bench_random.h"

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_isa.h"
-#include "backends/cpu/matmul.h"
+#include "backends/cpu/matmul/matmul.h"
 #include "ir/weight_format.h"
 
 namespace {

@@ -76,7 +76,7 @@ if(KILN_HAVE_CUDA)
   message(STATUS "CUDA backend: nvcc ${CMAKE_CUDA_COMPILER_VERSION} for sm_90a")
 endif()
 
-# kiln_cuda_module(DEPS ...): kiln_backends_cuda from every .cpp and .cu in src/backends/cuda.
+# kiln_cuda_module(DEPS ...): kiln_backends_cuda from every .cpp and .cu under src/backends/cuda.
 function(kiln_cuda_module)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/backends/cuda/*.cpp

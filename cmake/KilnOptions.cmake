@@ -45,7 +45,7 @@ function(kiln_sanitize_unoptimised)
   endif()
 endfunction()
 
-# kiln_module(NAME [DIR dir] DEPS ...): a static library from every .cpp in src/<dir>.
+# kiln_module(NAME [DIR dir] DEPS ...): a static library from every .cpp under src/<dir>.
 function(kiln_module name)
   cmake_parse_arguments(ARG "" "DIR" "DEPS" ${ARGN})
   if(NOT ARG_DIR)

@@ -4,7 +4,7 @@
 // for tools: {"model", "ir_version", "opsets", "nodes", "supported", "unsupported": [...]}.
 #include <cstdio>
 
-#include "backends/cpu/tensor_kernel.h"
+#include "backends/cpu/tensor/tensor_kernel.h"
 #include "cli/commands.h"
 #include "formats/onnx/onnx_model.h"
 

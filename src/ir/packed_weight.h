@@ -1,6 +1,6 @@
 // The packed layout of a general graph's constant MatMul weight W [K, N] (f32), the contract
 // between the build (passes/pack_matmul_weights.cpp writes it) and the CPU kernel
-// (backends/cpu/gemm_packed.h reads it): ceil(N / 32) panels of K rows of 32 floats, panel p
+// (backends/cpu/matmul/gemm_packed.h reads it): ceil(N / 32) panels of K rows of 32 floats, panel p
 // row k holding W[k, 32p .. 32p + 31], the columns past N zero. Stored as a weight of shape
 // [ceil(N / 32), K, 32]; the MatMul node carries kiln.b_packed = N.
 #pragma once

@@ -181,4 +181,20 @@ std::vector<int64_t> tensor_to_i64(const Tensor& t) {
   return out;
 }
 
+WeightEntry weight_entry_from_tensor(const Tensor& t) {
+  WeightEntry entry;
+  entry.shape = t.shape();
+  entry.dtype = t.dtype();
+  if (t.dtype() == DType::kF32) {
+    entry.load = [t]() -> Expected<std::vector<float>> {
+      return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+    };
+  } else {
+    entry.load_bytes = [t]() -> Expected<std::vector<std::byte>> {
+      return std::vector<std::byte>(t.bytes(), t.bytes() + t.byte_size());
+    };
+  }
+  return entry;
+}
+
 }  // namespace kiln::ir

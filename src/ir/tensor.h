@@ -76,4 +76,8 @@ void tensor_set_i64(Tensor& t, int64_t i, int64_t v);
 std::vector<double> tensor_to_f64(const Tensor& t);
 std::vector<int64_t> tensor_to_i64(const Tensor& t);
 
+// A weight entry that serves `t`'s elements (f32 through `load`, other dtypes through
+// `load_bytes`); the entry keeps a handle to the tensor's storage.
+WeightEntry weight_entry_from_tensor(const Tensor& t);
+
 }  // namespace kiln::ir

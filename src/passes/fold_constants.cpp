@@ -70,7 +70,7 @@ Expected<size_t> fold_tensor_ops(ir::Graph& graph, NodeEvaluator& evaluator, std
     KILN_ASSIGN_OR_RETURN(std::vector<ir::Tensor> outs, evaluator.evaluate(node, args));
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       const std::string name = graph.value(node.outputs[o]).name + "/folded";
-      ir::ValueId w = graph.add_weight(name, entry_holding(outs[o]));
+      ir::ValueId w = graph.add_weight(name, ir::weight_entry_from_tensor(outs[o]));
       graph.replace_uses(node.outputs[o], w);
     }
     dead[i] = true;

@@ -36,20 +36,4 @@ Expected<ir::Tensor> weight_tensor(const ir::WeightEntry& w) {
   return t;
 }
 
-ir::WeightEntry entry_holding(const ir::Tensor& t) {
-  ir::WeightEntry entry;
-  entry.shape = t.shape();
-  entry.dtype = t.dtype();
-  if (t.dtype() == ir::DType::kF32) {
-    entry.load = [t]() -> Expected<std::vector<float>> {
-      return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
-    };
-  } else {
-    entry.load_bytes = [t]() -> Expected<std::vector<std::byte>> {
-      return std::vector<std::byte>(t.bytes(), t.bytes() + t.byte_size());
-    };
-  }
-  return entry;
-}
-
 }  // namespace kiln::passes

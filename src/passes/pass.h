@@ -105,8 +105,6 @@ Status run_plan_memory(ir::Graph& graph, const PassContext& ctx);
 void erase_nodes(ir::Graph& graph, const std::vector<bool>& dead);
 // A weight's contents as a tensor (build time: runs its loader).
 Expected<ir::Tensor> weight_tensor(const ir::WeightEntry& w);
-// A weight entry whose loader returns `t`'s contents.
-ir::WeightEntry entry_holding(const ir::Tensor& t);
 // Whether `id` is read by exactly one node and is not a graph output (a fusion may then absorb it).
 bool single_reader(const ir::Graph& graph, ir::ValueId id);
 // Whether `id` is one of the graph's outputs (which a fusion must keep, whatever reads it).

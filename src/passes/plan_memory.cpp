@@ -17,7 +17,7 @@ struct Interval {
 
 Status run_plan_memory(ir::Graph& graph, const PassContext& /*ctx*/) {
   // General graphs have activations of any rank whose sizes may be known only at run time; their
-  // runner releases each value after its last reader instead (backends/cpu/tensor_graph_runner.h).
+  // runner releases each value after its last reader instead (backends/cpu/tensor/tensor_graph_runner.h).
   if (graph.has_tensor_ops()) return Status::ok();
   const auto n_nodes = static_cast<int64_t>(graph.nodes().size());
   std::vector<int64_t> def(graph.values().size(), -2), last(graph.values().size(), -2);

@@ -19,7 +19,7 @@
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/cpu_tuner.h"
-#include "backends/cpu/tensor_graph_runner.h"
+#include "backends/cpu/tensor/tensor_graph_runner.h"
 #include "engine/engine_builder.h"
 #include "formats/onnx/onnx_model.h"
 #include "formats/onnx/onnx_tensor.h"

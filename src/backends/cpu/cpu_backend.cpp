@@ -8,14 +8,15 @@
 #include <map>
 #include <string>
 
-#include "backends/cpu/attention.h"
-#include "backends/cpu/elementwise.h"
-#include "backends/cpu/embedding.h"
-#include "backends/cpu/matmul.h"
-#include "backends/cpu/norm.h"
+#include "backends/cpu/layers/attention.h"
+#include "backends/cpu/layers/elementwise.h"
+#include "backends/cpu/layers/embedding.h"
+#include "backends/cpu/layers/norm.h"
+#include "backends/cpu/layers/rope.h"
+#include "backends/cpu/matmul/matmul.h"
 #include "backends/cpu/parallel.h"
-#include "backends/cpu/rope.h"
-#include "backends/cpu/tensor_graph_runner.h"
+#include "backends/cpu/tensor/tensor_graph_runner.h"
+#include "ir/rope.h"
 #include "runtime/loaded_model.h"
 
 namespace kiln::cpu {
@@ -50,19 +51,6 @@ Expected<const MatmulKernel*> bind_matmul_kernel(const ir::Node& node, const std
   }
   return k;
 }
-
-RopeParams rope_params(const ir::Node& node) {
-  RopeParams p;
-  p.theta = node.attr_float("theta", 10000.0);
-  p.type = node.attr_str("type", "default");
-  p.factor = node.attr_float("factor", 1.0);
-  p.low_freq_factor = node.attr_float("low_freq_factor", 1.0);
-  p.high_freq_factor = node.attr_float("high_freq_factor", 4.0);
-  p.original_max_position = node.attr_int("original_max_position", 0);
-  p.max_position = node.attr_int("max_position", 0);
-  return p;
-}
-
 
 }  // namespace
 
@@ -266,15 +254,15 @@ Status CpuBackend::bind_nodes(const ir::Graph& graph) {
         });
       };
     } else if (op == "rope") {
-      const RopeParams params = rope_params(node);
+      const ir::RopeParams params = ir::rope_params(node);
       const int64_t heads = node.attr_int("num_heads"), dim = node.attr_int("head_dim");
       const int64_t rot = node.attr_int("rotary_dim");
-      KILN_RETURN_IF_ERROR(rope_params_validate(params, rot).with_context("node '" + node.name + "'"));
+      KILN_RETURN_IF_ERROR(ir::rope_params_validate(params, rot).with_context("node '" + node.name + "'"));
       const bool dynamic = params.type == "dynamic";
       std::shared_ptr<RopeTable> table;
       if (!dynamic) {
         // One table for all the nodes with these frequencies (a model's queries and keys).
-        std::vector<float> inv_freq = rope_inv_freq(params, rot, 0);
+        std::vector<float> inv_freq = ir::rope_inv_freq(params, rot, 0);
         std::shared_ptr<RopeTable>& shared = rope_tables[inv_freq];
         if (shared == nullptr) shared = std::make_shared<RopeTable>(std::move(inv_freq));
         table = shared;
@@ -287,7 +275,7 @@ Status CpuBackend::bind_nodes(const ir::Graph& graph) {
         // Dynamic NTK scaling depends on each sequence's length so far.
         for (int64_t q = 0; q < s.num_seqs; ++q) {
           const int64_t begin = s.query_start[q], n = s.query_start[q + 1] - begin;
-          const auto inv = rope_inv_freq(params, rot, s.context_len[q] + n);
+          const auto inv = ir::rope_inv_freq(params, rot, s.context_len[q] + n);
           rope(in_f(b, 0) + begin * heads * dim, n, heads, dim, rot, s.positions + begin, inv.data(),
                out_f(b, 0) + begin * heads * dim);
         }
@@ -301,7 +289,7 @@ Status CpuBackend::bind_nodes(const ir::Graph& graph) {
       shape.sliding_window = node.attr_int("sliding_window");
       const int64_t layer = node.attr_int("layer");
       auto slopes = std::make_shared<std::vector<float>>();
-      if (node.attr_int("alibi")) *slopes = alibi_slopes(shape.num_heads);
+      if (node.attr_int("alibi")) *slopes = ir::alibi_slopes(shape.num_heads);
       const int64_t q_stride = shape.num_heads * shape.head_dim, kv_stride = shape.num_kv_heads * shape.head_dim;
       fn = [=](const CpuBackend::NodeBuffers& b, const runtime::StepView& s) {
         AttentionShape sh = shape;

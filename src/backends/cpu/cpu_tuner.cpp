@@ -5,7 +5,7 @@
 #include <random>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/matmul.h"
+#include "backends/cpu/matmul/matmul.h"
 
 namespace kiln::cpu {
 

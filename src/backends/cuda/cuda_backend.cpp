@@ -14,21 +14,20 @@
 #include <tuple>
 #include <vector>
 
-#include "backends/cpu/attention.h"
-#include "backends/cpu/rope.h"
-#include "backends/cuda/cublas_library.h"
-#include "backends/cuda/cuda_attention.h"
+#include "backends/cuda/attention/cuda_attention.h"
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/cuda_elementwise.h"
-#include "backends/cuda/cuda_embedding.h"
-#include "backends/cuda/cuda_gemm.h"
 #include "backends/cuda/cuda_graph_patterns.h"
-#include "backends/cuda/cuda_gemv.h"
-#include "backends/cuda/cuda_matmul.h"
-#include "backends/cuda/cuda_norm.h"
-#include "backends/cuda/cuda_qkv.h"
-#include "backends/cuda/cuda_rope.h"
-#include "backends/cuda/cuda_sampling.h"
+#include "backends/cuda/gemm/cublas_library.h"
+#include "backends/cuda/gemm/cuda_gemm.h"
+#include "backends/cuda/gemm/cuda_gemv.h"
+#include "backends/cuda/gemm/cuda_matmul.h"
+#include "backends/cuda/layers/cuda_elementwise.h"
+#include "backends/cuda/layers/cuda_embedding.h"
+#include "backends/cuda/layers/cuda_norm.h"
+#include "backends/cuda/layers/cuda_qkv.h"
+#include "backends/cuda/layers/cuda_rope.h"
+#include "backends/cuda/layers/cuda_sampling.h"
+#include "ir/rope.h"
 #include "runtime/loaded_model.h"
 
 namespace kiln::cuda {
@@ -115,7 +114,7 @@ struct StepLayout {
 
 // A dynamic-NTK rope whose frequencies are recomputed each step for each sequence's length.
 struct DynamicRope {
-  cpu::RopeParams params;
+  ir::RopeParams params;
   int64_t rotary_dim = 0;
   size_t offset = 0;  // of its [max_tokens (sequences), rotary_dim / 2] table in the step block
 };
@@ -246,22 +245,10 @@ int64_t rows_of(const ir::Value& v, const StepContext& s) {
   return d == ir::kTokens ? s.num_tokens : d == ir::kRows ? s.num_rows : d;
 }
 
-cpu::RopeParams rope_params(const ir::Node& node) {
-  cpu::RopeParams p;
-  p.theta = node.attr_float("theta", 10000.0);
-  p.type = node.attr_str("type", "default");
-  p.factor = node.attr_float("factor", 1.0);
-  p.low_freq_factor = node.attr_float("low_freq_factor", 1.0);
-  p.high_freq_factor = node.attr_float("high_freq_factor", 4.0);
-  p.original_max_position = node.attr_int("original_max_position", 0);
-  p.max_position = node.attr_int("max_position", 0);
-  return p;
-}
-
 // Index of the table for this rope in `ropes`, or -1.
-int64_t dynamic_rope_index(const std::vector<DynamicRope>& ropes, const cpu::RopeParams& p, int64_t rot) {
+int64_t dynamic_rope_index(const std::vector<DynamicRope>& ropes, const ir::RopeParams& p, int64_t rot) {
   for (size_t i = 0; i < ropes.size(); ++i) {
-    const cpu::RopeParams& q = ropes[i].params;
+    const ir::RopeParams& q = ropes[i].params;
     if (ropes[i].rotary_dim == rot && q.theta == p.theta && q.factor == p.factor && q.max_position == p.max_position) {
       return static_cast<int64_t>(i);
     }
@@ -480,12 +467,12 @@ Status CudaBackend::State::bind_nodes() {
       const ir::Node& attn = g.nodes()[index + 3];
       const QkvShape shape{static_cast<int>(attn.attr_int("num_heads")), static_cast<int>(attn.attr_int("num_kv_heads")),
                            static_cast<int>(attn.attr_int("head_dim")), static_cast<int>(rq.attr_int("rotary_dim"))};
-      const cpu::RopeParams params = rope_params(rq);
-      KILN_RETURN_IF_ERROR(cpu::rope_params_validate(params, shape.rotary_dim).with_context("node '" + rq.name + "'"));
+      const ir::RopeParams params = ir::rope_params(rq);
+      KILN_RETURN_IF_ERROR(ir::rope_params_validate(params, shape.rotary_dim).with_context("node '" + rq.name + "'"));
       const bool dynamic = params.type == "dynamic";
       const int64_t table_index = dynamic ? dynamic_rope_index(dynamic_ropes, params, shape.rotary_dim) : -1;
       if (dynamic && table_index < 0) return internal_error("dynamic rope of node '" + rq.name + "' has no table");
-      const size_t offset = dynamic ? 0 : add_constants(cpu::rope_inv_freq(params, shape.rotary_dim, 0));
+      const size_t offset = dynamic ? 0 : add_constants(ir::rope_inv_freq(params, shape.rotary_dim, 0));
       auto* q = rotated_q.at<float>(0);
       const int64_t layer = attn.attr_int("layer");
       const auto qkv_it = qkv_handed.find(node.inputs[0]);
@@ -523,10 +510,10 @@ Status CudaBackend::State::bind_nodes() {
         return Status::ok();
       };
     } else if (op == "rope") {
-      const cpu::RopeParams params = rope_params(node);
+      const ir::RopeParams params = ir::rope_params(node);
       const int64_t heads = node.attr_int("num_heads"), dim = node.attr_int("head_dim");
       const int64_t rot = node.attr_int("rotary_dim");
-      KILN_RETURN_IF_ERROR(cpu::rope_params_validate(params, rot).with_context("node '" + node.name + "'"));
+      KILN_RETURN_IF_ERROR(ir::rope_params_validate(params, rot).with_context("node '" + node.name + "'"));
       RopeTensor first{f_in(0), f_out(0), heads}, second{nullptr, nullptr, 0};
       std::string name = node.name;
       if (pairs_with_next_rope(g, index)) {
@@ -547,7 +534,7 @@ Status CudaBackend::State::bind_nodes() {
           return Status::ok();
         };
       } else {
-        const size_t offset = add_constants(cpu::rope_inv_freq(params, rot, 0));
+        const size_t offset = add_constants(ir::rope_inv_freq(params, rot, 0));
         fn = [=](const StepContext& s) {
           launch_rope_pair(first, second, s.num_tokens, dim, rot, s.tokens.positions, self->constant(offset), nullptr,
                            self->stream);
@@ -575,7 +562,7 @@ Status CudaBackend::State::bind_nodes() {
       const bool split = attention_split_supported(shape.head_dim);
       const int64_t layer = node.attr_int("layer");
       const bool alibi = node.attr_int("alibi") != 0;
-      const size_t slopes = alibi ? add_constants(cpu::alibi_slopes(shape.num_heads)) : 0;
+      const size_t slopes = alibi ? add_constants(ir::alibi_slopes(shape.num_heads)) : 0;
       const int64_t kv_row = static_cast<int64_t>(shape.num_kv_heads) * shape.head_dim;
       const bool stored = cache_stored.count(index) != 0;
       const float* q = stored ? rotated_q.at<float>(0) : f_in(0);
@@ -802,9 +789,9 @@ Status CudaBackend::prepare(const runtime::LoadedModel& model, int64_t max_token
   s.dynamic_ropes.clear();
   for (const ir::Node& node : g.nodes()) {
     if (node.op != "rope" || node.attr_str("type") != "dynamic") continue;
-    const cpu::RopeParams params = rope_params(node);
+    const ir::RopeParams params = ir::rope_params(node);
     const int64_t rot = node.attr_int("rotary_dim");
-    KILN_RETURN_IF_ERROR(cpu::rope_params_validate(params, rot).with_context("node '" + node.name + "'"));
+    KILN_RETURN_IF_ERROR(ir::rope_params_validate(params, rot).with_context("node '" + node.name + "'"));
     if (dynamic_rope_index(s.dynamic_ropes, params, rot) < 0) {
       s.dynamic_ropes.push_back({params, rot, region(n * static_cast<size_t>(rot / 2) * sizeof(float))});
     }
@@ -918,7 +905,7 @@ Status CudaBackend::enqueue_step(const runtime::StepView& step) {
     const auto half = static_cast<size_t>(d.rotary_dim / 2);
     for (size_t q = 0; q < ns; ++q) {
       const int64_t len = step.context_len[q] + (step.query_start[q + 1] - step.query_start[q]);
-      const std::vector<float> inv = cpu::rope_inv_freq(d.params, d.rotary_dim, len);
+      const std::vector<float> inv = ir::rope_inv_freq(d.params, d.rotary_dim, len);
       std::memcpy(s.step_host.at<float>(d.offset) + q * half, inv.data(), half * sizeof(float));
     }
   }

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/cuda_attention.h"
-#include "backends/cuda/cuda_gemm.h"
-#include "backends/cuda/cuda_gemv.h"
-#include "backends/cuda/cuda_qkv.h"
+#include "backends/cuda/attention/cuda_attention.h"
+#include "backends/cuda/gemm/cuda_gemm.h"
+#include "backends/cuda/gemm/cuda_gemv.h"
+#include "backends/cuda/layers/cuda_qkv.h"
 
 namespace kiln::cuda {
 

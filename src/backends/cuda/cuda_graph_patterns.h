@@ -10,7 +10,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_activation_type.h"
-#include "backends/cuda/cuda_matmul.h"
+#include "backends/cuda/gemm/cuda_matmul.h"
 #include "base/status.h"
 #include "ir/graph.h"
 

@@ -6,11 +6,11 @@
 #include <tuple>
 #include <vector>
 
-#include "backends/cuda/cublas_library.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device.h"
-#include "backends/cuda/cuda_gemm.h"
-#include "backends/cuda/cuda_gemv.h"
+#include "backends/cuda/gemm/cublas_library.h"
+#include "backends/cuda/gemm/cuda_gemm.h"
+#include "backends/cuda/gemm/cuda_gemv.h"
 
 namespace kiln::cuda {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_tuner.h"
-#include "backends/cpu/tensor_graph_runner.h"
+#include "backends/cpu/tensor/tensor_graph_runner.h"
 #if KILN_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_device.h"

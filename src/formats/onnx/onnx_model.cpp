@@ -130,7 +130,7 @@ class Importer {
   void add_weight(const std::string& name, ir::Tensor t) {
     std::string stored = name;
     for (int i = 1; g_.weights().count(stored) != 0; ++i) stored = name + "@" + std::to_string(i);
-    values_[name] = g_.add_weight(stored, weight_entry_from_tensor(std::move(t)));
+    values_[name] = g_.add_weight(stored, ir::weight_entry_from_tensor(t));
   }
 
   int64_t opset_of(const std::string& domain) const {

@@ -65,26 +65,10 @@ Expected<std::vector<double>> OnnxNode::floats_in(const std::string& key) const 
   return error("attribute '" + key + "' must be a list of floats");
 }
 
-ir::WeightEntry weight_entry_from_tensor(ir::Tensor t) {
-  ir::WeightEntry entry;
-  entry.shape = t.shape();
-  entry.dtype = t.dtype();
-  if (t.dtype() == ir::DType::kF32) {
-    entry.load = [t]() -> Expected<std::vector<float>> {
-      return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
-    };
-  } else {
-    entry.load_bytes = [t]() -> Expected<std::vector<std::byte>> {
-      return std::vector<std::byte>(t.bytes(), t.bytes() + t.byte_size());
-    };
-  }
-  return entry;
-}
-
 ir::ValueId OnnxEmitter::constant(const OnnxNode& node, const std::string& suffix, ir::Tensor t) {
   std::string name = node.name + "/" + suffix;
   while (graph_.find_value(name) != ir::kNoValue) name += "_";
-  return graph_.add_weight(name, weight_entry_from_tensor(std::move(t)));
+  return graph_.add_weight(name, ir::weight_entry_from_tensor(t));
 }
 
 ir::ValueId OnnxEmitter::constant_i64(const OnnxNode& node, const std::string& suffix,

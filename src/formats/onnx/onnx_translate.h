@@ -66,10 +66,6 @@ class OnnxEmitter {
   ir::Graph& graph_;
 };
 
-// A weight entry that serves the bytes of `t` (f32 through `load`, other dtypes through
-// `load_bytes`); the entry holds a reference to the tensor.
-ir::WeightEntry weight_entry_from_tensor(ir::Tensor t);
-
 using OnnxTranslator = std::function<Status(const OnnxNode&, OnnxEmitter&)>;
 using OnnxTranslatorTable = std::map<std::string, OnnxTranslator>;
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "backends/cpu/tensor_kernel.h"
+#include "backends/cpu/tensor/tensor_kernel.h"
 #include "ir/ops.h"
 #include "passes/pass.h"
 

@@ -10,7 +10,7 @@
 #include <deque>
 #include <random>
 
-#include "backends/cpu/tensor_graph_runner.h"
+#include "backends/cpu/tensor/tensor_graph_runner.h"
 #include "ir/epilogue.h"
 #include "ir/ops.h"
 #include "passes/pass.h"

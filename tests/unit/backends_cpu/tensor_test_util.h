@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_isa.h"
-#include "backends/cpu/tensor_kernel.h"
+#include "backends/cpu/tensor/tensor_kernel.h"
 
 namespace kiln::cpu::test_util {
 

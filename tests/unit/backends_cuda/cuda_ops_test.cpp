@@ -9,22 +9,23 @@
 #include <memory>
 #include <numeric>
 
-#include "backends/cpu/attention.h"
-#include "backends/cpu/elementwise.h"
-#include "backends/cpu/embedding.h"
-#include "backends/cpu/norm.h"
-#include "backends/cpu/rope.h"
-#include "backends/cuda/cuda_attention.h"
+#include "backends/cpu/layers/attention.h"
+#include "backends/cpu/layers/elementwise.h"
+#include "backends/cpu/layers/embedding.h"
+#include "backends/cpu/layers/norm.h"
+#include "backends/cpu/layers/rope.h"
+#include "backends/cuda/attention/cuda_attention.h"
+#include "backends/cuda/gemm/cuda_dequant.h"
+#include "backends/cuda/gemm/cuda_gemm.h"
+#include "backends/cuda/gemm/cuda_gemm_dq.h"
+#include "backends/cuda/gemm/cuda_gemv.h"
+#include "backends/cuda/gemm/cuda_matmul.h"
+#include "backends/cuda/layers/cuda_elementwise.h"
+#include "backends/cuda/layers/cuda_embedding.h"
+#include "backends/cuda/layers/cuda_norm.h"
+#include "backends/cuda/layers/cuda_rope.h"
 #include "base/half.h"
-#include "backends/cuda/cuda_elementwise.h"
-#include "backends/cuda/cuda_embedding.h"
-#include "backends/cuda/cuda_dequant.h"
-#include "backends/cuda/cuda_gemm.h"
-#include "backends/cuda/cuda_gemm_dq.h"
-#include "backends/cuda/cuda_gemv.h"
-#include "backends/cuda/cuda_matmul.h"
-#include "backends/cuda/cuda_norm.h"
-#include "backends/cuda/cuda_rope.h"
+#include "ir/rope.h"
 #include "unit/backends_cuda/cuda_test_support.h"
 
 namespace kiln::cuda {
@@ -271,7 +272,7 @@ TEST(CudaRope, EveryTypeMatchesCpu) {
   };
   const Case cases[] = {{"default", 4, 24, 24}, {"linear", 3, 64, 32}, {"llama3", 5, 128, 128}, {"dynamic", 2, 20, 12}};
   for (const Case& c : cases) {
-    cpu::RopeParams p;
+    ir::RopeParams p;
     p.type = c.type;
     p.theta = 10000.0;
     p.factor = 2.0;
@@ -283,8 +284,8 @@ TEST(CudaRope, EveryTypeMatchesCpu) {
     const auto x = random_floats(static_cast<size_t>(t * c.heads * c.dim), 11, -3.0f, 3.0f);
     std::vector<float> want(x.size());
     // Two sequences for dynamic NTK: tokens [0, 20) with one table, [20, 37) with another.
-    const auto inv_a = cpu::rope_inv_freq(p, c.rot, 23);
-    const auto inv_b = cpu::rope_inv_freq(p, c.rot, 40);
+    const auto inv_a = ir::rope_inv_freq(p, c.rot, 23);
+    const auto inv_b = ir::rope_inv_freq(p, c.rot, 40);
     const bool dynamic = std::string(c.type) == "dynamic";
     const int64_t row = c.heads * c.dim;
     cpu::rope(x.data(), dynamic ? 20 : t, c.heads, c.dim, c.rot, positions.data(), inv_a.data(), want.data());
@@ -722,7 +723,7 @@ void check_attention(const AttnCase& c, const std::vector<int32_t>& context = {5
   const auto v = random_floats(static_cast<size_t>(t * kv_row), 18);
   // Earlier tokens' keys and values already in the cache.
   TwoCaches caches(layer_floats, 19, cache);
-  const std::vector<float> slopes = c.alibi ? cpu::alibi_slopes(c.num_heads) : std::vector<float>{};
+  const std::vector<float> slopes = c.alibi ? ir::alibi_slopes(c.num_heads) : std::vector<float>{};
 
   DeviceArray<float> dq(q), dk(k), dv(v), dslopes(slopes);
   DeviceArray<int32_t> dtables(tables), dseq(token_seq), dpos(positions);
@@ -912,7 +913,7 @@ void check_batch_decode(const AttnCase& c, Cache cache) {
   const auto q = random_floats(static_cast<size_t>(ns * q_row), 33, -3.0f, 3.0f);
   const auto k = random_floats(static_cast<size_t>(ns * kv_row), 34);
   const auto v = random_floats(static_cast<size_t>(ns * kv_row), 35);
-  const std::vector<float> slopes = c.alibi ? cpu::alibi_slopes(c.num_heads) : std::vector<float>{};
+  const std::vector<float> slopes = c.alibi ? ir::alibi_slopes(c.num_heads) : std::vector<float>{};
   const cpu::AttentionShape cs{c.num_heads, c.num_kv_heads, c.head_dim, 1.0f / std::sqrt(float(c.head_dim)), c.window,
                                c.alibi ? slopes.data() : nullptr};
   std::vector<float> want(static_cast<size_t>(ns * q_row));

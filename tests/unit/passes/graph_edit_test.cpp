@@ -1,4 +1,4 @@
-// passes/graph_edit.cpp: erase_nodes, single_reader, weight_tensor and entry_holding (pass.h).
+// passes/graph_edit.cpp: erase_nodes, single_reader, weight_tensor (pass.h), and ir::weight_entry_from_tensor, which it reverses.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -41,14 +41,14 @@ TEST(GraphEdit, SingleReaderMeansOneNodeAndNotAGraphOutput) {
   EXPECT_FALSE(single_reader(b.g, out));
 }
 
-TEST(GraphEdit, WeightTensorAndEntryHoldingRoundTrip) {
+TEST(GraphEdit, WeightTensorAndWeightEntryFromTensorRoundTrip) {
   ir::Tensor f(DType::kF32, {2, 3});
   for (int64_t i = 0; i < 6; ++i) f.mutable_data<float>()[i] = 0.5f * static_cast<float>(i) - 1.0f;
   ir::Tensor n(DType::kI32, {4});
   for (int64_t i = 0; i < 4; ++i) n.mutable_data<int32_t>()[i] = static_cast<int32_t>(i * i) - 3;
 
   for (const ir::Tensor& t : {f, n}) {
-    const ir::WeightEntry e = entry_holding(t);
+    const ir::WeightEntry e = ir::weight_entry_from_tensor(t);
     EXPECT_EQ(e.shape, t.shape());
     EXPECT_EQ(e.dtype, t.dtype());
     EXPECT_EQ(static_cast<bool>(e.load), t.dtype() == DType::kF32) << "f32 loads floats, others bytes";
