@@ -16,7 +16,7 @@
 #include "backends/cpu/matmul/matmul.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/tensor/tensor_graph_runner.h"
-#include "ir/rope.h"
+#include "ir/position_encoding.h"
 #include "runtime/loaded_model.h"
 
 namespace kiln::cpu {

@@ -27,7 +27,7 @@
 #include "backends/cuda/layers/cuda_qkv.h"
 #include "backends/cuda/layers/cuda_rope.h"
 #include "backends/cuda/layers/cuda_sampling.h"
-#include "ir/rope.h"
+#include "ir/position_encoding.h"
 #include "runtime/loaded_model.h"
 
 namespace kiln::cuda {

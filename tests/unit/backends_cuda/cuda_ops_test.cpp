@@ -25,7 +25,7 @@
 #include "backends/cuda/layers/cuda_norm.h"
 #include "backends/cuda/layers/cuda_rope.h"
 #include "base/half.h"
-#include "ir/rope.h"
+#include "ir/position_encoding.h"
 #include "unit/backends_cuda/cuda_test_support.h"
 
 namespace kiln::cuda {

@@ -1,5 +1,5 @@
 // Rotary position embedding (RoPE) for the CPU backend: the rotation, by the frequencies that
-// ir/rope.h computes for each rope type.
+// ir/position_encoding.h computes for each rope type.
 //
 // Rotation is the "rotate half" form of HF Llama: within each head, dimension j < rotary_dim/2
 // is paired with j + rotary_dim/2 and the pair is rotated by the angle pos * inv_freq[j].

@@ -3,7 +3,7 @@
 // j + rotary_dim / 2 and the pair turns by the fp32 angle float(pos) * inv_freq[j]; cos and sin
 // of that angle are evaluated in double and rounded once, as on the CPU. Dimensions past
 // rotary_dim pass through. The frequencies of every rope type (default, linear, llama3, dynamic
-// NTK) are computed on the host with ir::rope_inv_freq (ir/rope.h) and uploaded: once per model
+// NTK) are computed on the host with ir::rope_inv_freq (ir/position_encoding.h) and uploaded: once per model
 // for the fixed types, once per step and sequence for dynamic NTK.
 #pragma once
 

@@ -16,7 +16,7 @@
 
 #include "backends/cpu/cpu_isa.h"
 #include "base/half.h"
-#include "ir/rope.h"
+#include "ir/position_encoding.h"
 
 namespace kiln::cpu {
 namespace {

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "ir/rope.h"
+#include "ir/position_encoding.h"
 
 namespace kiln::cpu {
 namespace {

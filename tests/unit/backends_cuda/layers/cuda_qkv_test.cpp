@@ -11,7 +11,7 @@
 #include "backends/cpu/layers/rope.h"
 #include "backends/cuda/layers/cuda_qkv.h"
 #include "base/half.h"
-#include "ir/rope.h"
+#include "ir/position_encoding.h"
 #include "unit/backends_cuda/cuda_test_support.h"
 
 namespace kiln::cuda {

@@ -1,4 +1,4 @@
-#include "ir/rope.h"
+#include "ir/position_encoding.h"
 
 #include <gtest/gtest.h>
 
