@@ -1,7 +1,5 @@
 #include "runtime/backend.h"
 
-#include "runtime/loaded_model.h"
-
 namespace kiln::runtime {
 
 Expected<SampledStep> Backend::run_step_sampled(const StepView& step, const SamplingBatch& sampling) {
@@ -22,8 +20,7 @@ Expected<SampledStep> Backend::run_step_sampled(const StepView& step, const Samp
   return SampledStep{sampled_ids_, sampled_logits_};
 }
 
-Expected<std::unique_ptr<GraphRunner>> Backend::create_graph_runner(const LoadedModel& model) {
-  (void)model;
+Expected<std::unique_ptr<GraphRunner>> Backend::create_graph_runner(const LoadedModel& /*model*/) {
   return unimplemented("the " + target() + " backend runs LLM engines only; build this model for the CPU " +
                        "(kiln build MODEL --target cpu)");
 }
