@@ -8,4 +8,4 @@ mkdir -p "$out"
 src=$(cd "$(dirname "$0")" && pwd)
 cp "$src/package.json" "$src/package-lock.json" "$out/"
 cd "$out"
-npm ci --prefer-offline --no-audit --no-fund >/dev/null
+npm ci --prefer-offline --no-audit --no-fund --loglevel=error >/dev/null
