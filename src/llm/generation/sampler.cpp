@@ -46,7 +46,10 @@ Sampler::Sampler(SamplingParams params, std::span<const int32_t> prompt_tokens) 
   }
 }
 
-void Sampler::accept(int32_t token) { ++generated_counts_[token]; }
+void Sampler::accept(int32_t token) {
+  ++generated_counts_[token];
+  ++accepted_;
+}
 
 void Sampler::add_device_row(runtime::SamplingBatch& batch) {
   KILN_CHECK(device_capable());
@@ -58,11 +61,25 @@ void Sampler::add_device_row(runtime::SamplingBatch& batch) {
   row.repetition_penalty = params_.repetition_penalty;
   row.presence_penalty = params_.presence_penalty;
   row.frequency_penalty = params_.frequency_penalty;
+  // The device adds each listed bias once, so a token appears in the list at most once: a held
+  // back token's -inf takes the place of its logit bias.
+  const bool holding = accepted_ < params_.min_tokens;
+  const auto held = [&](int32_t token) {
+    return holding && std::find(held_back_.begin(), held_back_.end(), token) != held_back_.end();
+  };
   for (const auto& [token, bias] : params_.logit_bias) {
     batch.bias_tokens.push_back(token);
-    batch.bias_values.push_back(bias);
+    batch.bias_values.push_back(held(token) ? -kInf : bias);
+    ++row.bias_count;
   }
-  row.bias_count = static_cast<int32_t>(params_.logit_bias.size());
+  if (holding) {
+    for (int32_t token : held_back_) {
+      if (params_.logit_bias.contains(token)) continue;
+      batch.bias_tokens.push_back(token);
+      batch.bias_values.push_back(-kInf);
+      ++row.bias_count;
+    }
+  }
   const auto add_penalty = [&](int32_t token, int32_t count) {
     batch.penalty_tokens.push_back(token);
     batch.penalty_counts.push_back(count);
@@ -92,6 +109,11 @@ void Sampler::apply_bias_and_penalties(std::span<float> logits) const {
   const auto in_row = [&](int32_t token) { return token >= 0 && static_cast<size_t>(token) < logits.size(); };
   for (const auto& [token, bias] : params_.logit_bias) {
     if (in_row(token)) logits[static_cast<size_t>(token)] += bias;
+  }
+  if (accepted_ < params_.min_tokens) {
+    for (int32_t token : held_back_) {
+      if (in_row(token)) logits[static_cast<size_t>(token)] = -kInf;
+    }
   }
 
   const float r = params_.repetition_penalty;

@@ -38,6 +38,7 @@
 // std::random_device once, at construction.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -79,6 +80,14 @@ class Sampler {
   // Records a generated token for the penalties of later steps.
   void accept(int32_t token);
 
+  // The tokens that end a sequence (EOS, stop_token_ids): while fewer than params.min_tokens
+  // tokens have been accepted, they get a logit of -inf.
+  void hold_back(std::vector<int32_t> ending_tokens) {
+    std::sort(ending_tokens.begin(), ending_tokens.end());
+    ending_tokens.erase(std::unique(ending_tokens.begin(), ending_tokens.end()), ending_tokens.end());
+    held_back_ = std::move(ending_tokens);
+  }
+
   // Steps 1-2 of the order above, in place on logits: [vocab]. sample() applies the same steps
   // to its own copy; this is for callers that want to see the adjusted logits.
   void apply_bias_and_penalties(std::span<float> logits) const;
@@ -99,6 +108,8 @@ class Sampler {
   SamplingParams params_;
   std::vector<int32_t> prompt_distinct_;                  // sorted; empty unless repetition penalty is on
   std::unordered_map<int32_t, int32_t> generated_counts_;  // token -> times generated
+  std::vector<int32_t> held_back_;                         // see hold_back()
+  int32_t accepted_ = 0;                                   // tokens accepted so far
   uint64_t rng_key_ = 0;
   uint64_t draw_counter_ = 0;
 

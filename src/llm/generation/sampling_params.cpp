@@ -61,6 +61,10 @@ Status validate(const SamplingParams& p, int64_t vocab_size) {
   if (p.max_tokens < 1) {
     return bad_field("max_tokens", std::to_string(p.max_tokens), ">= 1");
   }
+  if (p.min_tokens < 0 || p.min_tokens > p.max_tokens) {
+    return bad_field("min_tokens", std::to_string(p.min_tokens),
+                     "in [0, max_tokens], and max_tokens is " + std::to_string(p.max_tokens));
+  }
   for (size_t i = 0; i < p.stop.size(); ++i) {
     if (p.stop[i].empty()) {
       return invalid_argument("stop[" + std::to_string(i) + "] is an empty string; every stop string needs at "

@@ -36,6 +36,7 @@ struct SamplingParams {
   std::vector<std::string> stop;    // stop strings, UTF-8, non-empty; may span token boundaries
   std::vector<int32_t> stop_token_ids;  // tokens that end generation like EOS (not emitted)
   bool ignore_eos = false;          // keep generating past the model's EOS tokens
+  int32_t min_tokens = 0;           // in [0, max_tokens]: EOS and stop_token_ids cannot be sampled before this many
   int32_t logprobs = -1;            // -1 = none; N in [0, 20]: chosen token's logprob + top N
 };
 

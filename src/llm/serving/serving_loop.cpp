@@ -64,7 +64,7 @@ struct ServingLoop::Impl {
         cache(std::move(cache_in)),
         blocks(cache->spec().num_blocks, options_in.block_size, options_in.prefix_caching),
         scheduler(blocks, SchedulerConfig{options_in.max_num_seqs, options_in.max_batch_tokens, max_seq_len}),
-        queue(options_in.max_queue) {}
+        queue(options_in.max_queue + static_cast<size_t>(options_in.max_num_seqs)) {}
 
   Status probe();
   void run();
@@ -76,7 +76,8 @@ struct ServingLoop::Impl {
   void process(size_t index, std::span<const float> rows);
   void add_further_choices(RequestState& r);
   void finish_choice(ChoiceState& c);
-  void end_with_error(RequestState& r, const std::string& message);
+  // Ends `r` with an error event; `cancelled` when its client cancelled it (counted apart).
+  void end_with_error(RequestState& r, const std::string& message, bool cancelled = false);
   void mark_started(RequestState& r, Clock::time_point when);
   void publish_stats();
 
@@ -92,7 +93,10 @@ struct ServingLoop::Impl {
   RequestQueue queue;
 
   // Shared with other threads.
-  std::atomic<int64_t> pending{0};  // submitted, not yet started or ended: bounded by max_queue
+  std::atomic<int64_t> pending{0};   // submitted, not yet started or ended
+  // Submitted and not yet ended: at most max_num_seqs + max_queue, so that max_queue requests
+  // wait beyond the sequence slots however many of them are still on their way to a slot.
+  std::atomic<int64_t> admitted{0};
   std::atomic<bool> stopping{false};
   std::atomic<int64_t> deadline_ns{0};  // Clock ticks since its epoch, valid once stopping
   mutable std::mutex stats_mu;
@@ -232,15 +236,21 @@ Expected<std::shared_ptr<ResponseStream>> ServingLoop::submit(GenerationRequest 
       m.scheduler.check_admissible(static_cast<int64_t>(request.prompt.size()), request.params.max_tokens));
   if (m.stopping.load()) return resource_exhausted("the server is shutting down");
   const auto limit = static_cast<int64_t>(m.options.max_queue);
-  if (m.pending.fetch_add(1) >= limit) {
-    m.pending.fetch_sub(1);
-    return resource_exhausted(std::to_string(limit) + " requests are waiting already; try again later");
+  const auto busy = [&] {
+    return resource_exhausted(std::to_string(m.options.max_num_seqs) + " sequences are running and " + std::to_string(limit) +
+                              " requests are waiting already; try again later");
+  };
+  if (m.admitted.fetch_add(1) >= limit + m.options.max_num_seqs) {
+    m.admitted.fetch_sub(1);
+    return busy();
   }
+  m.pending.fetch_add(1);
   auto stream = std::make_shared<ResponseStream>(std::move(request));
   if (!m.queue.try_push(stream)) {
     m.pending.fetch_sub(1);
+    m.admitted.fetch_sub(1);
     if (m.queue.closed()) return resource_exhausted("the server is shutting down");
-    return resource_exhausted(std::to_string(limit) + " requests are waiting already; try again later");
+    return busy();
   }
   return stream;
 }
@@ -283,6 +293,7 @@ void ServingLoop::Impl::run() {
         intake(stream);
       } catch (const std::exception& e) {
         pending.fetch_sub(1);
+        admitted.fetch_sub(1);
         RequestEvent error;
         error.kind = RequestEvent::Kind::kError;
         error.error = std::string("internal error in the serving loop: ") + e.what();
@@ -302,6 +313,7 @@ void ServingLoop::Impl::run() {
         queue.drain(incoming, false);
         for (auto& stream : incoming) {
           pending.fetch_sub(1);
+          admitted.fetch_sub(1);
           RequestEvent e;
           e.kind = RequestEvent::Kind::kError;
           e.error = "the server is shutting down";
@@ -336,11 +348,12 @@ void ServingLoop::Impl::intake(const std::shared_ptr<ResponseStream>& stream) {
   r->stream = stream;
   if (r->stream->cancelled()) {
     pending.fetch_sub(1);
+    admitted.fetch_sub(1);
     RequestEvent e;
     e.kind = RequestEvent::Kind::kError;
     e.error = "the request was cancelled";
     r->stream->push(std::move(e));
-    ++counters.requests_failed;
+    ++counters.requests_cancelled;
     return;
   }
   const auto prompt_len = static_cast<int64_t>(req.prompt.size());
@@ -369,7 +382,7 @@ void ServingLoop::Impl::intake(const std::shared_ptr<ResponseStream>& stream) {
 
 void ServingLoop::Impl::sweep() {
   for (auto& r : requests) {
-    if (!r->ended && r->stream->cancelled()) end_with_error(*r, "the request was cancelled");
+    if (!r->ended && r->stream->cancelled()) end_with_error(*r, "the request was cancelled", /*cancelled=*/true);
   }
   std::erase_if(requests, [](const std::unique_ptr<RequestState>& r) { return r->ended; });
 }
@@ -381,7 +394,7 @@ void ServingLoop::Impl::mark_started(RequestState& r, Clock::time_point when) {
   pending.fetch_sub(1);
 }
 
-void ServingLoop::Impl::end_with_error(RequestState& r, const std::string& message) {
+void ServingLoop::Impl::end_with_error(RequestState& r, const std::string& message, bool cancelled) {
   for (auto& c : r.choices) {
     if (c->queue != SequenceState::Queue::kNone) scheduler.remove(c.get());
     c->done = true;
@@ -395,7 +408,8 @@ void ServingLoop::Impl::end_with_error(RequestState& r, const std::string& messa
   e.error = message;
   r.stream->push(std::move(e));
   r.ended = true;
-  ++counters.requests_failed;
+  admitted.fetch_sub(1);
+  ++(cancelled ? counters.requests_cancelled : counters.requests_failed);
 }
 
 bool ServingLoop::Impl::run_step(Clock::time_point iteration_start) {
@@ -629,6 +643,7 @@ void ServingLoop::Impl::finish_choice(ChoiceState& c) {
   e.queue_s = seconds_between(submitted, r.first_scheduled);
   r.stream->push(std::move(e));
   r.ended = true;
+  admitted.fetch_sub(1);
   ++counters.requests_finished;
 }
 

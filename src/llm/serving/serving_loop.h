@@ -44,7 +44,7 @@ struct ServingOptions {
   uint64_t kv_cache_bytes = 0;      // KV pool size; 0 = enough for max_num_seqs full-length sequences, capped at 1 GiB
   int64_t block_size = 16;          // positions per KV block
   runtime::KvCacheDtype kv_cache_dtype = runtime::KvCacheDtype::kF32;
-  size_t max_queue = 256;           // waiting requests at most; beyond that submit() refuses
+  size_t max_queue = 256;           // requests waiting beyond the max_num_seqs slots at most; more are refused
   bool prefix_caching = true;
   // Runs first on the loop thread, before any step: per-thread runtime settings that the
   // creating thread cannot pass on (OpenMP's thread count, set by cpu::cpu_set_threads, is one).
@@ -73,7 +73,8 @@ struct ServingStats {
   double loop_seconds = 0;
   int64_t kv_blocks_cached = 0;     // unreferenced blocks kept for prefix hits
   int64_t requests_finished = 0;    // ended with kFinished
-  int64_t requests_failed = 0;      // ended with kError (including cancelled and shut down)
+  int64_t requests_failed = 0;      // ended with kError (shut down included; cancelled ones not)
+  int64_t requests_cancelled = 0;   // cancelled by their client (gone, or the request dropped)
 };
 
 class ServingLoop {
@@ -89,7 +90,8 @@ class ServingLoop {
   // Admits a request. Errors: kInvalidArgument when prompt + max_tokens exceeds the loop's max
   // sequence length or could never fit in the KV cache (or the request is malformed:
   // no prompt, a token outside the vocabulary, n < 1, parameters that fail validate());
-  // kResourceExhausted when max_queue requests are waiting already or the loop is shutting down.
+  // kResourceExhausted when max_num_seqs requests run and max_queue more wait already, or the loop
+  // is shutting down.
   Expected<std::shared_ptr<ResponseStream>> submit(GenerationRequest request);
 
   ServingStats stats() const;

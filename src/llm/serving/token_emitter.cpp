@@ -99,9 +99,15 @@ TokenEmitter::TokenEmitter(const SamplingParams& params, std::span<const int32_t
       prompt_len_(static_cast<int64_t>(prompt.size())),
       max_seq_len_(max_seq_len),
       plain_greedy_(params.temperature == 0.0f && params.logit_bias.empty() && params.repetition_penalty == 1.0f &&
-                    params.presence_penalty == 0.0f && params.frequency_penalty == 0.0f),
+                    params.presence_penalty == 0.0f && params.frequency_penalty == 0.0f && params.min_tokens == 0),
       want_logprobs_(params.logprobs >= 0),
-      top_logprobs_(params.logprobs) {}
+      top_logprobs_(params.logprobs) {
+  if (params.min_tokens > 0) {
+    std::vector<int32_t> ending(params.stop_token_ids);
+    if (!params.ignore_eos) ending.insert(ending.end(), eos_ids.begin(), eos_ids.end());
+    sampler_.hold_back(std::move(ending));
+  }
+}
 
 Expected<int32_t> TokenEmitter::step(std::span<const float> logits, RequestEvent& event) {
   KILN_CHECK(!finished());

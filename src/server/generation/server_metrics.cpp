@@ -36,7 +36,9 @@ ServerMetrics::ServerMetrics(std::string model_name)
                                       {"model"})),
       requests_finished_(registry_.counter("kiln_requests_finished_total", "Engine requests that finished.", {"model"})),
       requests_failed_(registry_.counter("kiln_requests_failed_total",
-                                         "Engine requests that ended in an error (cancelled ones included).", {"model"})),
+                                         "Engine requests that ended in an error (not counting cancelled ones).", {"model"})),
+      requests_cancelled_(registry_.counter("kiln_requests_cancelled_total",
+                                            "Engine requests cancelled by their client (it went away).", {"model"})),
       ttft_(registry_.histogram("kiln_time_to_first_token_seconds", "Time from arrival to the first token.",
                                 kSlowBuckets, {"model"})),
       itl_(registry_.histogram("kiln_inter_token_latency_seconds", "Time between successive tokens of a stream.",
@@ -83,6 +85,7 @@ std::string ServerMetrics::render(const llm::ServingStats& s) {
   loop_seconds_.set(m, s.loop_seconds);
   requests_finished_.set(m, static_cast<double>(s.requests_finished));
   requests_failed_.set(m, static_cast<double>(s.requests_failed));
+  requests_cancelled_.set(m, static_cast<double>(s.requests_cancelled));
   return registry_.render();
 }
 

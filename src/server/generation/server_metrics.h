@@ -47,6 +47,7 @@ class ServerMetrics {
   MetricFamily& loop_seconds_;
   MetricFamily& requests_finished_;
   MetricFamily& requests_failed_;
+  MetricFamily& requests_cancelled_;
   MetricFamily& ttft_;
   MetricFamily& itl_;
   MetricFamily& e2e_;

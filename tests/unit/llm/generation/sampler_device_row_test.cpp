@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "llm/generation/sampler.h"
+#include "llm/generation/token_order.h"
 #include "runtime/device_sampling.h"
 #include "support/sampling_reference.h"
 
@@ -79,6 +80,44 @@ TEST(SamplerDeviceRow, RowsTakeTheSamplersSeededDrawsInTurn) {
   greedy.add_device_row(batch);
   EXPECT_EQ(batch.rows.back().uniform, 0.0);
   EXPECT_TRUE(runtime::validate(batch, static_cast<int64_t>(batch.rows.size())));
+}
+
+}  // namespace
+}  // namespace kiln::llm
+
+namespace kiln::llm {
+namespace {
+
+// min_tokens: the ending tokens get -inf until that many tokens are accepted, in sample() and in
+// the device row alike (where a held token with a logit bias is listed once, at -inf).
+TEST(SamplerMinTokens, EndingTokensAreHeldBackUntilMinTokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = 8;
+  p.min_tokens = 2;
+  p.logit_bias = {{3, 1.0f}};
+  Sampler sampler(p, {});
+  sampler.hold_back({3, 5, 3});
+  const std::vector<float> logits = {0.0f, 0.5f, 1.0f, 9.0f, 0.0f, 8.0f};
+  for (int step = 0; step < 3; ++step) {
+    auto c = sampler.sample(logits);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->token, step < 2 ? 2 : 3) << "step " << step;
+    runtime::SamplingBatch batch;
+    sampler.add_device_row(batch);
+    const int32_t listed = batch.rows[0].bias_count;
+    EXPECT_EQ(listed, step < 2 ? 2 : 1) << "token 3 once, token 5 while held";
+    for (size_t i = 0; i < batch.bias_tokens.size(); ++i) {
+      const bool held = step < 2;
+      if (batch.bias_tokens[i] == 3) {
+        EXPECT_EQ(batch.bias_values[i], held ? -kInf : 1.0f);
+      }
+    }
+    sampler.accept(c->token);
+  }
+  EXPECT_TRUE(validate(p, 6).is_ok());
+  p.min_tokens = 9;
+  EXPECT_NE(validate(p, 6).message().find("min_tokens"), std::string::npos);
 }
 
 }  // namespace

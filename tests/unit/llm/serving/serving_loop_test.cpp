@@ -569,11 +569,36 @@ TEST_F(ServingLoopTest, CancellationMidStreamFreesItsBlocks) {
   const Outcome rest = collect(**s);
   EXPECT_FALSE(rest.finished);
   EXPECT_FALSE(rest.error.empty());
-  EXPECT_EQ(loop->stats().requests_failed, 1);
+  EXPECT_EQ(loop->stats().requests_cancelled, 1);
+  EXPECT_EQ(loop->stats().requests_failed, 0);
   // The loop goes on serving.
   auto next = loop->submit(make_request(demo().encode(kTexts[1]), greedy(4)));
   ASSERT_TRUE(next);
   EXPECT_TRUE(collect(**next).finished);
+}
+
+TEST_F(ServingLoopTest, ABurstFillsTheFreeSlotsBeforeTheQueue) {
+  // Submitted at once, before the loop has taken any of them into a slot: the free sequence
+  // slots take max_num_seqs of them and max_queue more may wait.
+  ServingOptions o;
+  o.max_num_seqs = 8;
+  o.max_queue = 2;
+  auto loop = make_loop(o);
+  ASSERT_NE(loop, nullptr);
+  std::vector<std::shared_ptr<ResponseStream>> accepted;
+  for (int i = 0; i < 10; ++i) {
+    auto s = loop->submit(make_request(demo().encode(kTexts[i % 4]), greedy(4)));
+    ASSERT_TRUE(s) << "request " << i << ": " << s.status().message();
+    accepted.push_back(*s);
+  }
+  auto refused = loop->submit(make_request(demo().encode(kTexts[0]), greedy(4)));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  for (auto& s : accepted) EXPECT_TRUE(collect(*s).finished);
+  // Once they have ended, their places are free again.
+  auto again = loop->submit(make_request(demo().encode(kTexts[1]), greedy(4)));
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(collect(**again).finished);
 }
 
 TEST_F(ServingLoopTest, RefusesAFullQueueAndWhatCanNeverFit) {
