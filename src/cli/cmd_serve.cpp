@@ -17,6 +17,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "cli/commands.h"
@@ -39,6 +40,7 @@ struct ServeArgs {
   std::string engine, host = "127.0.0.1", api_key, api_key_file, served_model_name, kv_cache_memory, chat_template;
   std::string kv_cache_dtype = "auto";
   std::string model_repository, engine_cache_dir;
+  std::vector<std::string> allowed_hosts, allowed_origins;
   int grpc_port = 8001;
   int port = 8000, threads = 0;
   double gpu_memory_fraction = 0.0;  // 0: not given
@@ -187,7 +189,13 @@ int run_serve(ServeArgs a) {
     if (k.empty()) return fail(invalid_argument("--api-key-file '" + a.api_key_file + "' is empty"));
     config.api_key = k;
   }
+  config.allowed_hosts = a.allowed_hosts.empty() ? server::default_allowed_hosts(config.host) : a.allowed_hosts;
+  config.allowed_origins = a.allowed_origins;
   if (Status s = server::validate_server_config(config); !s) return fail(s);
+  if (!server::is_loopback_host(config.host) && config.api_key.empty()) {
+    std::fprintf(stderr, "kiln serve: listening on %s without --api-key: anyone who can reach this address can use the server\n",
+                 config.host.c_str());
+  }
   if (a.max_queue < 1) return fail(invalid_argument("--max-queue must be at least 1"));
   if (a.threads < 0) return fail(invalid_argument("--threads must be >= 0 (0: all cores)"));
   if (!a.model_repository.empty()) return run_serve_repository(a, config);
@@ -287,6 +295,14 @@ CommandFn add_serve_command(CLI::App& app) {
   cmd->add_option("--port", args->port, "port (0: any free port, printed when ready)")->capture_default_str();
   cmd->add_option("--api-key", args->api_key, "require 'Authorization: Bearer KEY' (health endpoints stay open)");
   cmd->add_option("--api-key-file", args->api_key_file, "read the API key from this file");
+  cmd->add_option("--allowed-hosts", args->allowed_hosts,
+                  "Host header names to answer, comma-separated, any port; * for any (default: localhost, 127.0.0.1 "
+                  "and [::1] when bound to loopback, else any); others get 403, against DNS rebinding")
+      ->delimiter(',');
+  cmd->add_option("--allowed-origins", args->allowed_origins,
+                  "origins (scheme://host[:port], comma-separated; * for any) whose web pages may call the API "
+                  "(CORS); by default no other site's pages may")
+      ->delimiter(',');
   cmd->add_option("--served-model-name", args->served_model_name, "the model name clients use (default: the engine's file name)");
   cmd->add_option("--max-num-seqs", args->max_num_seqs, "sequences in one step at most")->capture_default_str();
   cmd->add_option("--max-batch-tokens", args->max_batch_tokens, "tokens in one step at most (0: the engine's limit)");

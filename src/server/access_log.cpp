@@ -43,6 +43,7 @@ std::string access_log_line(const AccessLogEntry& e) {
   if (e.prompt_tokens >= 0) j["prompt_tokens"] = e.prompt_tokens;
   if (e.completion_tokens >= 0) j["completion_tokens"] = e.completion_tokens;
   if (!e.error.empty()) j["error"] = e.error;
+  if (!e.user.empty()) j["user"] = e.user;
   if (e.prompt) j["prompt"] = *e.prompt;
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }

@@ -26,6 +26,7 @@ struct AccessLogEntry {
   int64_t completion_tokens = -1;
   std::optional<std::string> prompt;  // only with --log-prompts
   std::string error;               // the refusal's message, if any
+  std::string user;                // the request's end-user id (OpenAI's user field), if any
 };
 
 // The JSON line (no newline).

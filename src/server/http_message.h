@@ -13,6 +13,7 @@ namespace kiln::server {
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // path and query, as sent
+  unsigned version = 11;  // HTTP/1.1: 11, HTTP/1.0: 10
   std::vector<std::pair<std::string, std::string>> headers;  // lower-case names
   std::string body;
 

@@ -1,5 +1,6 @@
 #include "server/request_fields.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -27,9 +28,21 @@ std::string shown(const nlohmann::json& v) {
 }  // namespace
 
 const nlohmann::json* RequestFields::get(const char* key) const {
+  if (std::find(read_.begin(), read_.end(), key) == read_.end()) read_.emplace_back(key);
   auto it = obj_.find(key);
   if (it == obj_.end() || it->is_null()) return nullptr;
   return &*it;
+}
+
+void RequestFields::reject_unread(std::string (*hint)(std::string_view field)) {
+  if (error_ || !obj_.is_object()) return;
+  for (const auto& [key, value] : obj_.items()) {
+    if (value.is_null() || std::find(read_.begin(), read_.end(), key) != read_.end()) continue;
+    std::string why = hint ? hint(key) : std::string();
+    if (why.empty()) why = "remove it";
+    fail_field(key.c_str(), "the field '" + prefix_ + key + "' is not supported by this server; " + why);
+    return;
+  }
 }
 
 std::optional<double> RequestFields::number(const char* key, double lo, double hi, bool lo_open) {
@@ -161,6 +174,7 @@ void read_sampling_fields(RequestFields& f, int64_t vocab_size, llm::SamplingPar
   if (auto v = f.string_list("stop", 16)) p.stop = *v;
   if (auto v = f.token_ids("stop_token_ids", vocab_size, 64)) p.stop_token_ids = *v;
   if (auto v = f.boolean("ignore_eos")) p.ignore_eos = *v;
+  if (auto v = f.integer("min_tokens", 0, std::numeric_limits<int32_t>::max())) p.min_tokens = static_cast<int32_t>(*v);
   if (const nlohmann::json* bias = f.get("logit_bias"); bias && !f.error()) {
     if (!bias->is_object()) {
       f.fail_field("logit_bias", f.name("logit_bias") + " must be an object mapping token ids to numbers");
@@ -198,8 +212,14 @@ ApiResult<nlohmann::json> parse_json_object(const std::string& body) {
   try {
     j = nlohmann::json::parse(body);
   } catch (const nlohmann::json::exception& e) {
-    // The parser's own message says where and why (ill-formed UTF-8, a number that overflows).
-    return ApiError::bad_request(std::string("the request body is not valid JSON: ") + e.what());
+    // The parser's message says where and why (ill-formed UTF-8, a number that overflows), after
+    // an id of its own ("[json.exception.parse_error.101] ") that means nothing to a client.
+    if (body.empty()) return ApiError::bad_request("the request body is empty; send a JSON object");
+    std::string why = e.what();
+    if (const size_t end = why.find("] "); why.starts_with("[json.exception.") && end != std::string::npos) {
+      why.erase(0, end + 2);
+    }
+    return ApiError::bad_request("the request body is not valid JSON: " + why);
   }
   if (!j.is_object()) return ApiError::bad_request("the request body must be a JSON object");
   return j;

@@ -1,14 +1,17 @@
 // RequestFields: typed, range-checked reads of a JSON request body's fields, shared by the
 // OpenAI and KServe parsers. The first problem is kept as an ApiError naming the field (400);
 // later reads return nothing, so a parser reads every field and checks error() once. A null
-// field counts as absent, as OpenAI's clients send null for "not set". Reads the body it is given
-// by reference; the body must outlive it.
+// field counts as absent, as OpenAI's clients send null for "not set". Every field a parser asks
+// for is noted, so that reject_unread() can refuse the fields no parser reads: a field the server
+// does not support is a 400 that names it, never silently ignored. Reads the body it is given by
+// reference; the body must outlive it.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "llm/generation/sampling_params.h"
@@ -22,7 +25,7 @@ class RequestFields {
   explicit RequestFields(const nlohmann::json& object, std::string prefix = "")
       : obj_(object), prefix_(std::move(prefix)) {}
 
-  const nlohmann::json* get(const char* key) const;  // present and not null
+  const nlohmann::json* get(const char* key) const;  // present and not null; noted as read
   std::optional<double> number(const char* key, double lo, double hi, bool lo_open = false);
   std::optional<int64_t> integer(const char* key, int64_t lo, int64_t hi);
   std::optional<bool> boolean(const char* key);
@@ -38,15 +41,20 @@ class RequestFields {
   const std::optional<ApiError>& error() const { return error_; }
   std::string name(const char* key) const { return prefix_ + key; }
 
+  // Fails with a 400 naming the first field (not null) that no read asked for. `hint`, when it
+  // knows the field, says what to use instead or why it is not supported.
+  void reject_unread(std::string (*hint)(std::string_view field) = nullptr);
+
  private:
   const nlohmann::json& obj_;
   std::string prefix_;
   std::optional<ApiError> error_;
+  mutable std::vector<std::string> read_;
 };
 
 // Reads the sampling fields common to every generation endpoint into `params`:
 // temperature, top_p, top_k, min_p, presence_penalty, frequency_penalty, repetition_penalty,
-// logit_bias, seed, stop, stop_token_ids, ignore_eos. Fields the request leaves out keep the
+// logit_bias, seed, stop, stop_token_ids, ignore_eos, min_tokens. Fields the request leaves out keep the
 // values already in `params` (the model's defaults).
 void read_sampling_fields(RequestFields& f, int64_t vocab_size, llm::SamplingParams& params);
 

@@ -14,8 +14,13 @@ RequestPreamble::RequestPreamble(const HttpRequest& request, const std::string& 
   reply_.log.endpoint = route_.name;
 }
 
-bool RequestPreamble::pass_gate(const std::string& api_key) {
-  const std::optional<ApiError> e = gate_request(route_, request_, api_key);
+bool RequestPreamble::pass_gate(const ServerConfig& config) {
+  if (is_preflight(request_)) {
+    reply_.response = preflight_response(request_, config);
+    if (reply_.response.status != 204) reply_.log.error = "CORS preflight refused";
+    return false;
+  }
+  const std::optional<ApiError> e = gate_request(route_, request_, config);
   if (!e) return true;
   reply_ = refuse(*e);
   if (e->status == 405) reply_.response.headers.emplace_back("Allow", route_.allow);

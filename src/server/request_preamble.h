@@ -1,8 +1,9 @@
 // RequestPreamble: the start that every service (service.h) makes of a request, written once.
 // It routes the request, fills the access-log fields the request carries (id, method, path,
-// remote address, endpoint) and runs the gate (request_gate.h: route, method, API key). The
-// service then answers through it: answer() with a response, refuse() with an ApiError in the
-// service's error format (set_error_format), noted in the log. The answers every service gives
+// remote address, endpoint) and runs the gate (request_gate.h: Host, Origin, route, method, API
+// key, content type; CORS preflights). The service then answers through it: answer() with a
+// response, refuse() with an ApiError in the service's error format (set_error_format), noted in
+// the log. The answers every service gives
 // alike (a JSON body, an empty status, the /metrics text) are here too.
 //
 // One per request, on the thread that handles it; it owns the Reply until answer(), refuse() or
@@ -14,6 +15,7 @@
 #include "server/api_error.h"
 #include "server/http_message.h"
 #include "server/router.h"
+#include "server/server_config.h"
 #include "server/service.h"
 
 namespace kiln::server {
@@ -28,8 +30,9 @@ class RequestPreamble {
 
   const Route& route() const { return route_; }
   void set_error_format(ErrorFormat format) { error_format_ = format; }
-  // True when the request may go on; else the refusal (a 405 with its Allow header) is the reply.
-  bool pass_gate(const std::string& api_key);
+  // True when the request may go on; else the refusal (a 405 with its Allow header), or the
+  // answer to a CORS preflight, is the reply.
+  bool pass_gate(const ServerConfig& config);
 
   Service::Reply answer(HttpResponse response);
   Service::Reply refuse(const ApiError& error);

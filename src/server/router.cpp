@@ -98,11 +98,11 @@ Route route_request(std::string_view method, std::string_view path) {
     }
     if (tail == "/generate") {
       if (m != "POST") return wrong_method("POST", "generate");
-      return matched(Endpoint::kGenerate, "generate", false, model);
+      return with_version(matched(Endpoint::kGenerate, "generate", false, model));
     }
     if (tail == "/generate_stream") {
       if (m != "POST") return wrong_method("POST", "generate_stream");
-      return matched(Endpoint::kGenerateStream, "generate_stream", false, model);
+      return with_version(matched(Endpoint::kGenerateStream, "generate_stream", false, model));
     }
   }
   // The repository extension: /v2/repository/models/{m}/load and /unload.

@@ -1,5 +1,7 @@
 #include "server/server_config.h"
 
+#include <algorithm>
+
 namespace kiln::server {
 
 Status validate_server_config(const ServerConfig& c) {
@@ -22,7 +24,32 @@ Status validate_server_config(const ServerConfig& c) {
       return invalid_argument("the API key must be printable ASCII without spaces");
     }
   }
+  for (const std::string& h : c.allowed_hosts) {
+    if (h.empty() || h.find_first_of(" \t,/") != std::string::npos) {
+      return invalid_argument("--allowed-hosts: '" + h + "' is not a host name (give names such as localhost or " +
+                              "example.com, without scheme, port or path; * allows any)");
+    }
+  }
+  for (const std::string& o : c.allowed_origins) {
+    const bool scheme = o.starts_with("http://") || o.starts_with("https://");
+    if (o != "*" && (!scheme || o.back() == '/' || o.find_first_of(" \t,") != std::string::npos)) {
+      return invalid_argument("--allowed-origins: '" + o + "' is not an origin (give scheme://host[:port], such as " +
+                              "https://app.example.com, without a path; * allows any)");
+    }
+  }
   return Status::ok();
+}
+
+bool is_loopback_host(std::string_view host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.starts_with("127.");
+}
+
+std::vector<std::string> default_allowed_hosts(std::string_view host) {
+  if (!is_loopback_host(host)) return {"*"};
+  std::vector<std::string> names = {"localhost", "127.0.0.1", "[::1]"};
+  const std::string bound = host == "::1" ? "[::1]" : std::string(host);
+  if (std::find(names.begin(), names.end(), bound) == names.end()) names.push_back(bound);
+  return names;
 }
 
 int default_network_threads(unsigned cores) { return cores <= 4 ? 1 : 2; }

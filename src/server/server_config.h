@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -15,6 +17,12 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;                       // 0: any free port (the bound one is reported)
   std::string api_key;                   // empty: no key needed
+  // The names a request's Host header may give (any port), against DNS rebinding; "*": any.
+  // Empty: the default for `host` (default_allowed_hosts).
+  std::vector<std::string> allowed_hosts;
+  // Origins (scheme://host[:port]) whose web pages may call the server from a browser (CORS);
+  // "*": any. Empty: none but the server's own pages.
+  std::vector<std::string> allowed_origins;
   bool log_prompts = false;              // prompt text in the access log
   size_t max_body_bytes = 4u << 20;      // larger bodies: 413
   size_t max_header_bytes = 16u << 10;   // larger headers: 431
@@ -28,6 +36,12 @@ struct ServerConfig {
 };
 
 Status validate_server_config(const ServerConfig& config);
+
+// The Host names allowed when --allowed-hosts is not given: bound to a loopback address, the
+// loopback names (localhost, 127.0.0.1, [::1]) and the bound address; bound elsewhere, any ("*"),
+// as the server is then meant to be reached by names it cannot know.
+std::vector<std::string> default_allowed_hosts(std::string_view host);
+bool is_loopback_host(std::string_view host);
 
 // `kiln serve`'s default network threads on a machine of `cores` cores: one up to four cores,
 // two above. With two, a stream's poll posted from the event loop wakes the idle thread, and on a

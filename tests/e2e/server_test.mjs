@@ -188,7 +188,7 @@ test('errors through the openai client carry the status and OpenAI error object'
     return true;
   });
   await assert.rejects(client.chat.completions.create({ model, messages: [] }), (e) => e.status === 400);
-  await assert.rejects(client.completions.create({ model: 'no-such-model', prompt: 'x' }), (e) => e.status === 400 && e.code === 'model_not_found');
+  await assert.rejects(client.completions.create({ model: 'no-such-model', prompt: 'x' }), (e) => e.status === 404 && e.code === 'model_not_found');
 });
 
 // Each malformed request gets its status and the server keeps serving.
@@ -203,7 +203,7 @@ test('a table of malformed requests', async () => {
     ['POST', '/v1/completions', { prompt: 3 }, 400],
     ['POST', '/v1/completions', { prompt: [] }, 400],
     ['POST', '/v1/completions', { prompt: [1, 99999] }, 400],
-    ['POST', '/v1/completions', { prompt: 'x', model: 'gpt-4' }, 400],
+    ['POST', '/v1/completions', { prompt: 'x', model: 'gpt-4' }, 404],
     ['POST', '/v1/completions', { prompt: 'x', max_tokens: -5 }, 400],
     ['POST', '/v1/completions', { prompt: 'x', max_tokens: 100000 }, 400],
     ['POST', '/v1/completions', { prompt: 'x', max_tokens: 'ten' }, 400],
@@ -256,7 +256,7 @@ test('a table of malformed requests', async () => {
     assert.equal(status, want, `${method} ${p} ${typeof body === 'string' ? body.slice(0, 40) : JSON.stringify(body)?.slice(0, 60)}`);
   }
   // Headers too large: 431, on a raw connection.
-  const raw = await rawRequest(server.port, [`GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: ${'y'.repeat(64 << 10)}\r\n\r\n`]);
+  const raw = await rawRequest(server.port, [`GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'y'.repeat(64 << 10)}\r\n\r\n`]);
   assert.equal(statusOf(raw), 431);
   // Not HTTP at all: 400.
   assert.equal(statusOf(await rawRequest(server.port, ['HELLO THERE\r\n\r\n'])), 400);
@@ -280,7 +280,7 @@ test('every request is answered exactly once, streamed or not, many at a time', 
     const n = shape === 1 ? 3 : 1;
     const body = JSON.stringify({ model, prompt, n, max_tokens: 1 + (i % 5), stream });
     const raw = await rawRequest(server.port, [
-      `POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n` +
+      `POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     ], { waitMs: 60000 });
     assert.equal((raw.match(/HTTP\/1\.1 /g) || []).length, 1, `request ${i}: one response, got ${JSON.stringify(raw.slice(0, 1500))}`);
@@ -326,7 +326,7 @@ test('clients that go away at any moment leave the server serving and every KV b
   // pairs. A fixed seed makes each run the same schedule.
   let seed = 12345;
   const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
-  const request = (body, extra = '') => `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${extra}` +
+  const request = (body, extra = '') => `POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n${extra}` +
     `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
   const one = (i) => new Promise((resolve) => {
     const body = JSON.stringify({ model, prompt: rand(2) ? PROMPT : [PROMPT, 'The sea'], n: 1 + rand(2),
@@ -404,7 +404,7 @@ test('API keys: 401 without or with a wrong key, health stays open; slow clients
     assert.equal(finish, 'length');
     assert.ok(chunks >= 11, `a chunk per token still (${chunks})`);
     // Half a request, then silence: 408 within the request timeout (2 s here), then close.
-    const raw = await rawRequest(s.port, ['POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"pro'], { waitMs: 30000 });
+    const raw = await rawRequest(s.port, ['POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{"pro'], { waitMs: 30000 });
     assert.equal(statusOf(raw), 408);
   } finally {
     assert.equal(await stopServer(s), 0);

@@ -19,13 +19,26 @@ ApiError model_not_found(const std::string& asked, const std::string& served) {
           "model", "model_not_found"};
 }
 
+// The served model has one version, "1" (what KServe's metadata lists).
+constexpr const char* kModelVersion = "1";
+
+// A KServe path's model and version, when they are not the served model's.
+std::optional<ApiError> check_kserve_model(const Route& route, const std::string& served) {
+  if (route.model != served) return model_not_found(route.model, served);
+  if (!route.version.empty() && route.version != kModelVersion) {
+    return ApiError{404, "the model '" + served + "' has no version '" + route.version + "'; its one version is " + kModelVersion,
+                    "not_found_error", "version", "model_version_not_found"};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ApiService::Reply ApiService::handle(const HttpRequest& req, const std::string& request_id, std::string remote) {
   RequestPreamble p(req, request_id, std::move(remote), openai_error_response);
   const Route& route = p.route();
   if (is_kserve(route.endpoint) || req.path().starts_with("/v2")) p.set_error_format(kserve_error_response);
-  if (!p.pass_gate(config_.api_key)) return p.take();
+  if (!p.pass_gate(config_)) return p.take();
   switch (route.endpoint) {
     case Endpoint::kHealth:
     case Endpoint::kLive:
@@ -36,7 +49,7 @@ ApiService::Reply ApiService::handle(const HttpRequest& req, const std::string& 
       return p.answer(json_response(kserve_server_metadata()));
     case Endpoint::kModelMetadata:
     case Endpoint::kModelReady:
-      if (route.model != model_.name) return p.refuse(model_not_found(route.model, model_.name));
+      if (auto e = check_kserve_model(route, model_.name)) return p.refuse(*e);
       return p.answer(route.endpoint == Endpoint::kModelReady ? empty_response(ready() ? 200 : 503)
                                                               : json_response(kserve_model_metadata(model_)));
     case Endpoint::kModels:
@@ -70,7 +83,7 @@ ApiService::Reply ApiService::handle(const HttpRequest& req, const std::string& 
     }
     case Endpoint::kGenerate:
     case Endpoint::kGenerateStream: {
-      if (route.model != model_.name) return p.refuse(model_not_found(route.model, model_.name));
+      if (auto e = check_kserve_model(route, model_.name)) return p.refuse(*e);
       auto plan = parse_kserve_generate(j, model_, request_id, route.endpoint == Endpoint::kGenerateStream);
       if (auto* e = std::get_if<ApiError>(&plan)) return p.refuse(*e);
       return submit(std::move(std::get<GenerationPlan>(plan)), make_kserve_format(model_), p.take());
@@ -84,6 +97,7 @@ ApiService::Reply ApiService::handle(const HttpRequest& req, const std::string& 
 ApiService::Reply ApiService::submit(GenerationPlan plan, std::unique_ptr<ResponseFormat> format, Reply reply) {
   const auto start = GenerationJob::Clock::now();
   if (config_.log_prompts) reply.log.prompt = plan.log_prompt;
+  reply.log.user = plan.user;
   int64_t prompt_tokens = 0;
   for (const auto& r : plan.requests) prompt_tokens += static_cast<int64_t>(r.prompt.size());
   reply.log.prompt_tokens = prompt_tokens;
@@ -98,7 +112,7 @@ ApiService::Reply ApiService::submit(GenerationPlan plan, std::unique_ptr<Respon
       for (auto& started : streams) started->cancel();
       const Status& st = s.status();
       if (st.code() == StatusCode::kResourceExhausted) {
-        return refuse({429, "the server is busy: " + st.message() + "; retry later", "rate_limit_error", std::nullopt,
+        return refuse({429, "the server is busy: " + st.message(), "rate_limit_error", std::nullopt,
                        "server_busy"});
       }
       if (st.code() == StatusCode::kInvalidArgument) {

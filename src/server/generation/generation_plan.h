@@ -30,6 +30,7 @@ struct GenerationPlan {
   int32_t logprobs = -1;           // completions: logprobs N; chat: top_logprobs (when logprobs)
   // Text of the prompt that log lines may show (only with --log-prompts).
   std::string log_prompt;
+  std::string user;  // OpenAI's end-user id, for the access log
 };
 
 // The state of one choice while its events arrive.

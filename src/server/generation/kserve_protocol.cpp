@@ -58,8 +58,11 @@ ApiResult<GenerationPlan> parse_kserve_generate(const json& body, const ServedMo
     if (!p->is_object()) return ApiError::bad_field("parameters", "parameters must be an object");
     RequestFields pf(*p, "parameters.");
     read(pf);
+    pf.reject_unread();
     if (pf.error()) return *pf.error();
   }
+  top.reject_unread();
+  if (top.error()) return *top.error();
   auto ids = m.tokenizer->encode(*text, add_special);
   if (!ids) return ApiError::bad_field("text_input", "text_input could not be tokenised: " + ids.status().message());
   const int64_t len = static_cast<int64_t>(ids->size());

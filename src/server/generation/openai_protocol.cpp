@@ -26,10 +26,46 @@ std::string response_id(const char* prefix) {
 
 void check_model(RequestFields& f, const ServedModel& m) {
   if (auto name = f.string("model"); name && *name != m.name) {
-    ApiError e = ApiError::bad_field("model", "the model '" + *name + "' does not exist; this server serves '" + m.name + "'");
-    e.code = "model_not_found";
-    f.fail(std::move(e));
+    // OpenAI answers an unknown model with 404.
+    f.fail({404, "the model '" + *name + "' does not exist; this server serves '" + m.name + "'", "invalid_request_error",
+            "model", "model_not_found"});
   }
+}
+
+// What to say of a field OpenAI's or vLLM's clients may send and this server does not support.
+std::string unsupported_hint(std::string_view field) {
+  if (field == "functions" || field == "function_call") return "use tools and tool_choice instead";
+  if (field == "structured_outputs" || field.starts_with("guided_")) {
+    return "constraining the output (JSON, regex, choice, grammar) is not supported yet";
+  }
+  if (field == "prompt_logprobs") return "use echo with logprobs on /v1/completions";
+  return {};
+}
+
+// response_format: text is what every answer is; JSON output is not supported yet, and anything
+// else is not a format.
+void read_response_format(RequestFields& f) {
+  const json* rf = f.get("response_format");
+  if (!rf || f.error()) return;
+  auto type = rf->is_object() ? rf->find("type") : rf->end();
+  if (!rf->is_object() || type == rf->end() || !type->is_string()) {
+    f.fail_field("response_format", "response_format must be an object with a type (text, json_object or json_schema)");
+    return;
+  }
+  const std::string t = type->get<std::string>();
+  if (t == "text") return;
+  if (t == "json_object" || t == "json_schema") {
+    f.fail_field("response_format", "response_format type '" + t +
+                                        "' is not supported yet: this server cannot constrain its output to JSON; "
+                                        "leave response_format out or set its type to text");
+    return;
+  }
+  f.fail_field("response_format", "response_format.type must be one of text, json_object, json_schema; got '" + t + "'");
+}
+
+// The end user's id, for the access log.
+void read_user(RequestFields& f, GenerationPlan& plan) {
+  if (auto u = f.string("user")) plan.user = *u;
 }
 
 struct Prompt {
@@ -209,10 +245,46 @@ ApiResult<std::string> render_chat(const json& body, const ServedModel& m, Reque
   }
   llm::ChatTemplateOptions options;
   if (auto v = f.boolean("add_generation_prompt")) options.add_generation_prompt = *v;
-  if (const json* tools = f.get("tools")) {
-    if (!tools->is_array()) return ApiError::bad_field("tools", "tools must be a list");
-    options.tools = nlohmann::ordered_json::parse(tools->dump());
+  const json* tools = f.get("tools");
+  if (tools && !tools->is_array()) return ApiError::bad_field("tools", "tools must be a list");
+  bool render_tools = tools != nullptr;
+  if (const json* choice = f.get("tool_choice")) {
+    // Tool calls are not parsed out of the generated text yet: the model may call a tool only as
+    // text of its own choosing ("auto"), or is not shown the tools at all ("none").
+    const auto function_named = [&](const std::string& name) {
+      if (!tools) return false;
+      for (const auto& t : *tools) {
+        if (t.is_object() && t.contains("function") && t["function"].is_object() && t["function"].value("name", "") == name) {
+          return true;
+        }
+      }
+      return false;
+    };
+    if (choice->is_string() && *choice == "none") {
+      render_tools = false;
+    } else if (choice->is_string() && *choice == "auto") {
+    } else if (choice->is_string() && *choice == "required") {
+      return ApiError::bad_field("tool_choice", "tool_choice 'required' is not supported yet: tool calls are not parsed "
+                                                "from the output; use auto or none");
+    } else if (choice->is_object() && choice->value("type", "") == "function" && choice->contains("function") &&
+               (*choice)["function"].is_object() && (*choice)["function"].contains("name") &&
+               (*choice)["function"]["name"].is_string()) {
+      const std::string name = (*choice)["function"]["name"].get<std::string>();
+      if (!function_named(name)) {
+        return ApiError::bad_field("tool_choice", "tool_choice names the function '" + name + "', which is not in tools");
+      }
+      return ApiError::bad_field("tool_choice", "tool_choice naming a function is not supported yet: tool calls are not "
+                                                "parsed from the output; use auto or none");
+    } else {
+      return ApiError::bad_field("tool_choice", "tool_choice must be none, auto, required or "
+                                                "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
   }
+  if (auto v = f.boolean("parallel_tool_calls"); v && !*v) {
+    f.fail_field("parallel_tool_calls", "parallel_tool_calls false is not supported yet: tool calls are not parsed "
+                                        "from the output, so their number cannot be limited");
+  }
+  if (render_tools) options.tools = nlohmann::ordered_json::parse(tools->dump());
   if (const json* kw = f.get("chat_template_kwargs")) {
     if (!kw->is_object()) return ApiError::bad_field("chat_template_kwargs", "chat_template_kwargs must be an object");
     options.extra_context = nlohmann::ordered_json::parse(kw->dump());
@@ -250,6 +322,9 @@ ApiResult<GenerationPlan> parse_completion_request(const json& body, const Serve
   if (auto v = f.boolean("skip_special_tokens")) skip_special = *v;
   llm::SamplingParams params = m.defaults;
   read_sampling_fields(f, m.vocab_size, params);
+  read_response_format(f);
+  read_user(f, plan);
+  f.reject_unread(unsupported_hint);
   if (f.error()) return *f.error();
   auto prompts = read_prompts(*prompt, m, add_special);
   if (auto* e = std::get_if<ApiError>(&prompts)) return *e;
@@ -270,10 +345,12 @@ ApiResult<GenerationPlan> parse_chat_request(const json& body, const ServedModel
   plan.model = m.name;
   check_model(f, m);
   if (auto v = f.integer("n", 1, kMaxChoices)) plan.n = static_cast<int32_t>(*v);
+  // max_tokens is the older name; when both are given, max_completion_tokens wins (both checked).
   auto max_tokens = f.integer("max_completion_tokens", 1, m.max_seq_len);
+  const auto legacy_max_tokens = f.integer("max_tokens", 1, m.max_seq_len);
   const char* max_field = "max_completion_tokens";
   if (!max_tokens) {
-    max_tokens = f.integer("max_tokens", 1, m.max_seq_len);
+    max_tokens = legacy_max_tokens;
     max_field = "max_tokens";
   }
   bool logprobs = false;
@@ -287,9 +364,13 @@ ApiResult<GenerationPlan> parse_chat_request(const json& body, const ServedModel
   if (auto v = f.boolean("add_special_tokens")) add_special = *v;
   llm::SamplingParams params = m.defaults;
   read_sampling_fields(f, m.vocab_size, params);
+  read_response_format(f);
+  read_user(f, plan);
   if (f.error()) return *f.error();
   auto text = render_chat(body, m, f);
   if (auto* e = std::get_if<ApiError>(&text)) return *e;
+  f.reject_unread(unsupported_hint);
+  if (f.error()) return *f.error();
   // The template writes BOS itself when the model wants one.
   auto ids = m.tokenizer->encode(std::get<std::string>(text), add_special);
   if (!ids) return ApiError::bad_field("messages", "the rendered conversation could not be tokenised: " + ids.status().message());
@@ -327,6 +408,8 @@ ApiResult<std::string> tokenize_response(const json& body, const ServedModel& m)
     if (!r) return ApiError::bad_field("prompt", r.status().message());
     ids = std::move(*r);
   }
+  f.reject_unread(unsupported_hint);
+  if (f.error()) return *f.error();
   json out = {{"count", ids.size()}, {"max_model_len", m.max_seq_len}, {"tokens", ids}, {"token_strs", nullptr}};
   if (return_strs) {
     json strs = json::array();
@@ -341,6 +424,7 @@ ApiResult<std::string> detokenize_response(const json& body, const ServedModel& 
   check_model(f, m);
   if (!f.get("tokens") && !f.error()) f.fail_field("tokens", "tokens is required");
   auto ids = f.token_ids("tokens", m.vocab_size, static_cast<size_t>(m.max_seq_len) * 4);
+  f.reject_unread(unsupported_hint);
   if (f.error()) return *f.error();
   auto text = m.tokenizer->decode(*ids, false);
   if (!text) return ApiError::bad_field("tokens", text.status().message());

@@ -22,6 +22,8 @@
 #include "base/thread_name.h"
 #include "server/api_error.h"
 #include "server/http/event_relay.h"
+#include "server/http/request_framing.h"
+#include "server/request_gate.h"
 
 namespace kiln::server {
 namespace {
@@ -40,14 +42,6 @@ using Stream = beast::basic_stream<tcp, Executor>;
 using Timer = net::basic_waitable_timer<Clock, net::wait_traits<Clock>, Executor>;
 
 std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3)); }
-
-std::string str(beast::string_view s) { return std::string(s.data(), s.size()); }
-
-std::string lower(beast::string_view s) {
-  std::string out = str(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // The network threads run at a lower priority than the loop thread (nice +10, which needs no
 // privilege). With as many compute threads as cores, a network thread woken to send a token would
@@ -118,6 +112,11 @@ class Session : public std::enable_shared_from_this<Session>, public EventRelay:
 
   void on_header(beast::error_code ec, size_t) {
     if (ec) return on_read_error(ec);
+    const auto& header = parser_->get();
+    if (auto e = check_request_framing(header.base(), header.version())) {
+      timer_.cancel();
+      return refuse_and_close(e->status, std::move(e->message));
+    }
     arm_timer(config_.request_timeout_s);
     http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
   }
@@ -147,6 +146,7 @@ class Session : public std::enable_shared_from_this<Session>, public EventRelay:
     ApiError e{status, std::move(message), "invalid_request_error", std::nullopt, std::nullopt};
     keep_alive_ = false;
     linger_ = true;
+    cors_.clear();
     begin_exchange();
     log_ = {};
     log_.request_id = request_id_for("");
@@ -170,14 +170,11 @@ class Session : public std::enable_shared_from_this<Session>, public EventRelay:
     if (ec) return on_read_error(ec);
     timer_.cancel();
     auto& msg = parser_->get();
-    HttpRequest req;
-    req.method = str(msg.method_string());
-    req.target = str(msg.target());
-    for (const auto& field : msg) req.headers.emplace_back(lower(field.name_string()), str(field.value()));
-    req.body = std::move(msg.body());
     keep_alive_ = msg.keep_alive();
     version_ = msg.version();
     head_ = msg.method() == http::verb::head;
+    HttpRequest req = http_request_from(msg);
+    cors_ = cors_headers(req, config_);
     begin_exchange();
     const std::string id = request_id_for(req.header("x-request-id"));
     Service::Reply reply;
@@ -210,6 +207,7 @@ class Session : public std::enable_shared_from_this<Session>, public EventRelay:
       sse_head_->set(http::field::content_type, "text/event-stream");
       sse_head_->set(http::field::cache_control, "no-cache");
       sse_head_->set("X-Request-Id", log_.request_id);
+      for (auto& [k, v] : cors_) sse_head_->set(k, v);
       sse_head_->keep_alive(keep_alive_);
       sse_head_->chunked(true);
       sse_serializer_.emplace(*sse_head_);
@@ -320,6 +318,7 @@ class Session : public std::enable_shared_from_this<Session>, public EventRelay:
     res_->set(http::field::content_type, r.content_type);
     res_->set("X-Request-Id", log_.request_id);
     for (auto& [k, v] : r.headers) res_->set(k, v);
+    for (auto& [k, v] : cors_) res_->set(k, v);
     res_->keep_alive(keep_alive_);
     if (head_) {
       res_->content_length(r.body.size());
@@ -423,6 +422,7 @@ class Session : public std::enable_shared_from_this<Session>, public EventRelay:
   AccessLogEntry log_;
   Clock::time_point start_, read_started_;
   std::string pending_, chunk_;  // stream bytes not yet written; the chunk being written
+  std::vector<std::pair<std::string, std::string>> cors_;  // for an allowed cross-origin page
   unsigned version_ = 11;
   bool keep_alive_ = true, head_ = false, in_exchange_ = false, writing_ = false, watching_ = false;
   bool resume_after_watch_ = false, client_gone_ = false, job_done_ = false, job_answered_ = false, last_chunk_sent_ = false;

@@ -95,7 +95,7 @@ RepositoryService::~RepositoryService() {
 Service::Reply RepositoryService::handle(const HttpRequest& req, const std::string& request_id, std::string remote) {
   RequestPreamble p(req, request_id, std::move(remote), kserve_error_response);
   const Route& route = p.route();
-  if (!p.pass_gate(config_.api_key)) return p.take();
+  if (!p.pass_gate(config_)) return p.take();
   switch (route.endpoint) {
     case Endpoint::kHealth:
     case Endpoint::kLive:

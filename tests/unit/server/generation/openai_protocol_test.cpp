@@ -142,7 +142,7 @@ TEST(OpenAiCompletions, MalformedBodiesAre400NamingTheField) {
       {R"({"prompt": [[]]})", "prompt"},
       {R"({"prompt": [1, -1]})", "prompt"},
       {R"({"prompt": [1, 8192]})", "prompt"},
-      {R"({"prompt": "x", "model": "gpt-4"})", "model"},
+      {R"({"prompt": "x", "model": "gpt-4"})", "model", 404},
       {R"({"prompt": "x", "model": 3})", "model"},
       {R"({"prompt": "x", "max_tokens": -1})", "max_tokens"},
       {R"({"prompt": "x", "max_tokens": 100000})", "max_tokens"},
@@ -175,6 +175,13 @@ TEST(OpenAiCompletions, MalformedBodiesAre400NamingTheField) {
       {R"({"prompt": "x", "suffix": "tail"})", "suffix"},
       {R"({"prompt": "x", "ignore_eos": 1})", "ignore_eos"},
       {R"({"prompt": "x", "stop_token_ids": [9999999]})", "stop_token_ids"},
+      {R"({"prompt": "x", "min_tokens": -1})", "min_tokens"},
+      {R"({"prompt": "x", "response_format": {"type": "json_object"}})", "response_format"},
+      {R"({"prompt": "x", "response_format": {"type": "yaml"}})", "response_format"},
+      {R"({"prompt": "x", "response_format": "json"})", "response_format"},
+      {R"({"prompt": "x", "guided_json": {}})", "guided_json"},
+      {R"({"prompt": "x", "no_such_field": 1})", "no_such_field"},
+      {R"({"prompt": "x", "user": 5})", "user"},
   };
   for (const auto& c : cases) {
     ApiError e = completion_error(c.body);
@@ -237,13 +244,46 @@ TEST(OpenAiChat, MalformedBodiesAre400NamingTheField) {
       {R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})", "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 50})", "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 0})", "max_completion_tokens"},
-      {R"({"messages": [{"role": "user", "content": "hi"}], "model": "other"})", "model"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "model": "other"})", "model", 404},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {}}})",
+       "response_format"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "bogus"}})", "response_format"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": {"type": "function", "function": {"name": "f"}}})",
+       "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required",
+          "tools": [{"type": "function", "function": {"name": "f"}}]})", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "maybe"})", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "parallel_tool_calls": false})", "parallel_tool_calls"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "functions": []})", "functions"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "min_tokens": 5})", ""},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "store": true})", "store"},
   };
   for (const auto& c : cases) {
     ApiError e = chat_error(c.body);
     EXPECT_EQ(e.status, c.status) << c.body;
     EXPECT_EQ(e.param.value_or(""), c.param) << c.body << ": " << e.message;
   }
+}
+
+TEST(OpenAiChat, FieldsAreReadOrRefusedNeverIgnored) {
+  // A named function that tools lacks says so; one it has is refused as not supported yet.
+  ApiError missing = chat_error(R"({"messages": [{"role": "user", "content": "hi"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather"}}],
+      "tool_choice": {"type": "function", "function": {"name": "send_mail"}}})");
+  EXPECT_NE(missing.message.find("'send_mail', which is not in tools"), std::string::npos) << missing.message;
+  ApiError unknown = chat_error(R"({"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "low"})");
+  EXPECT_NE(unknown.message.find("'reasoning_effort' is not supported"), std::string::npos) << unknown.message;
+  ApiError min = chat_error(R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "min_tokens": 5})");
+  EXPECT_NE(min.message.find("min_tokens"), std::string::npos) << min.message;
+  // What is supported is read: text format, auto and none, parallel calls, the user, min_tokens.
+  auto r = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "hi"}],
+      "response_format": {"type": "text"}, "tool_choice": "none", "parallel_tool_calls": true, "user": "u-1",
+      "tools": [{"type": "function", "function": {"name": "f"}}], "max_tokens": 8, "min_tokens": 3})"),
+                              demo(), "req");
+  ASSERT_TRUE(std::holds_alternative<GenerationPlan>(r)) << std::get<ApiError>(r).message;
+  const GenerationPlan& plan = std::get<GenerationPlan>(r);
+  EXPECT_EQ(plan.user, "u-1");
+  EXPECT_EQ(plan.requests[0].params.min_tokens, 3);
 }
 
 TEST(OpenAiChat, ModelWithoutTemplateIsAClearError) {
@@ -270,6 +310,8 @@ TEST(OpenAiBody, InvalidJsonAndInvalidUtf8AreRefused) {
     auto r = parse_json_object(body);
     ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << body;
     EXPECT_EQ(std::get<ApiError>(r).status, 400);
+    // The parser's own error ids stay inside.
+    EXPECT_EQ(std::get<ApiError>(r).message.find("json.exception"), std::string::npos) << std::get<ApiError>(r).message;
   }
   EXPECT_TRUE(std::holds_alternative<json>(parse_json_object("{\"prompt\": \"caf\xc3\xa9\"}")));
 }
@@ -433,6 +475,9 @@ TEST(KServe, GenerateReadsTopLevelAndParameters) {
   auto bad2 = parse_kserve_generate(json::parse(R"({"text_input": "x", "parameters": {"temperature": -1}})"), demo(), "id", false);
   ASSERT_TRUE(std::holds_alternative<ApiError>(bad2));
   EXPECT_EQ(std::get<ApiError>(bad2).param, "parameters.temperature");
+  auto unknown = parse_kserve_generate(json::parse(R"({"text_input": "x", "parameters": {"beam_width": 2}})"), demo(), "id", false);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(unknown));
+  EXPECT_EQ(std::get<ApiError>(unknown).param, "parameters.beam_width");
   HttpResponse e = kserve_error_response(std::get<ApiError>(bad2));
   EXPECT_EQ(e.status, 400);
   EXPECT_TRUE(json::parse(e.body)["error"].is_string());
