@@ -16,10 +16,12 @@ export function openaiModule() {
   return require('openai');
 }
 
-// Starts a server; resolves once its ready line names the port. `args`: extra flags.
+// Starts a server; resolves once its ready line names the port. `args`: extra flags (two compute
+// threads unless they name --threads).
 export function startServer(args = [], { timeoutMs = 600000 } = {}) {
   return new Promise((resolve, reject) => {
-    const argv = ['serve', ...(ENGINE ? [ENGINE] : []), '--host', '127.0.0.1', '--port', '0', '--threads', '2', ...args];
+    const threads = args.includes('--threads') ? [] : ['--threads', '2'];
+    const argv = ['serve', ...(ENGINE ? [ENGINE] : []), '--host', '127.0.0.1', '--port', '0', ...threads, ...args];
     const proc = spawn(KILN, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '', err = '';
     const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`server did not start: ${err}`)); }, timeoutMs);
