@@ -468,7 +468,7 @@ test('the ScaledObjects\' queries cross their thresholds in a real Prometheus du
       { timeoutMs: 60000, stepMs: 250 });
     assert.ok(up, 'prometheus scrapes kiln serve as the PodMonitor would');
     phase = 'before';
-    await waitFor(() => count('before') >= 2, { timeoutMs: 10000, stepMs: 100 });
+    assert.ok(await waitFor(() => count('before') >= 2, { timeoutMs: 10000, stepMs: 100 }), 'two samples before the burst');
     // The burst: 12 clients, each sending short generations back to back for 6 s (and until three
     // samples were taken), keep about 10 requests waiting however fast the machine is.
     phase = 'burst';
