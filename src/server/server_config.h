@@ -16,6 +16,7 @@ struct ServerConfig {
   int port = 8000;                       // 0: any free port (the bound one is reported)
   std::string api_key;                   // empty: no key needed
   bool log_prompts = false;              // prompt text in the access log
+  bool ui = true;                        // the playground at / (server/ui/); --no-ui turns it off
   size_t max_body_bytes = 4u << 20;      // larger bodies: 413
   size_t max_header_bytes = 16u << 10;   // larger headers: 431
   double request_timeout_s = 30;         // a request must arrive whole within this, else 408 and close
