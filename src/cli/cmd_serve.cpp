@@ -45,7 +45,7 @@ struct ServeArgs {
   int port = 8000, threads = 0;
   double gpu_memory_fraction = 0.0;  // 0: not given
   int64_t max_num_seqs = 64, max_batch_tokens = 0, max_queue = 256;
-  bool log_prompts = false, no_prefix_caching = false;
+  bool log_prompts = false, no_prefix_caching = false, no_ui = false;
   double shutdown_grace = 30, request_timeout = 30;
   size_t max_body_bytes = 4u << 20;
   int stream_interval = 1;
@@ -172,6 +172,7 @@ int run_serve(ServeArgs a) {
   config.host = a.host;
   config.port = a.port;
   config.log_prompts = a.log_prompts;
+  config.ui = !a.no_ui;
   config.shutdown_grace_s = a.shutdown_grace;
   config.request_timeout_s = a.request_timeout;
   config.idle_timeout_s = std::max(a.request_timeout, 5.0);
@@ -260,7 +261,8 @@ int run_serve(ServeArgs a) {
   service.set_ready(true);
   const std::string base = "http://" + (config.host.find(':') != std::string::npos ? "[" + config.host + "]" : config.host) +
                            ":" + std::to_string(http.port());
-  std::printf("kiln serve: model '%s' ready on %s (OpenAI /v1, KServe /v2, /metrics)\n", name.c_str(), base.c_str());
+  std::printf("kiln serve: model '%s' ready on %s (OpenAI /v1, KServe /v2, /metrics%s)\n", name.c_str(), base.c_str(),
+              config.ui ? ", playground /" : "");
   std::printf("try: curl %s/v1/completions -H 'Content-Type: application/json'%s -d '{\"model\": \"%s\", \"prompt\": \"It is a truth universally\", \"max_tokens\": 32}'\n",
               base.c_str(), config.api_key.empty() ? "" : " -H \"Authorization: Bearer $KEY\"", name.c_str());
   std::fflush(stdout);
@@ -318,6 +320,9 @@ CommandFn add_serve_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "compute threads (default: all cores)");
   cmd->add_option("--chat-template", args->chat_template, "Jinja chat template file, for a model without one");
   cmd->add_flag("--log-prompts", args->log_prompts, "put prompt text in the access log");
+  cmd->add_flag("--no-ui", args->no_ui,
+                "do not serve the playground (chat and live metrics in a browser) at /; it is open without the "
+                "API key, and asks for the key to call the API");
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "do not share KV blocks between requests with a common prefix");
   cmd->add_option("--shutdown-grace", args->shutdown_grace, "seconds running requests get to finish on SIGTERM/SIGINT")->capture_default_str();
   cmd->add_option("--request-timeout", args->request_timeout, "seconds a request may take to arrive (and a connection may idle)")->capture_default_str();

@@ -5,8 +5,8 @@
 namespace kiln::server {
 
 RequestPreamble::RequestPreamble(const HttpRequest& request, const std::string& request_id, std::string remote,
-                                 ErrorFormat error_format)
-    : request_(request), route_(route_request(request.method, request.path())), error_format_(error_format) {
+                                 ErrorFormat error_format, bool serve_ui)
+    : request_(request), route_(route_request(request.method, request.path(), serve_ui)), error_format_(error_format) {
   reply_.log.request_id = request_id;
   reply_.log.method = request.method;
   reply_.log.path = std::string(request.path());

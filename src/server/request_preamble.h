@@ -25,8 +25,9 @@ using ErrorFormat = HttpResponse (*)(const ApiError&);
 
 class RequestPreamble {
  public:
+  // `serve_ui`: the playground's static files have routes (router.h).
   RequestPreamble(const HttpRequest& request, const std::string& request_id, std::string remote,
-                  ErrorFormat error_format);
+                  ErrorFormat error_format, bool serve_ui = false);
 
   const Route& route() const { return route_; }
   void set_error_format(ErrorFormat format) { error_format_ = format; }

@@ -1,5 +1,7 @@
 #include "server/router.h"
 
+#include "server/ui/static_files.h"
+
 namespace kiln::server {
 namespace {
 
@@ -44,7 +46,7 @@ Route wrong_method(std::string_view allow, std::string_view name) {
 
 }  // namespace
 
-Route route_request(std::string_view method, std::string_view path) {
+Route route_request(std::string_view method, std::string_view path, bool serve_ui) {
   // HEAD is answered like GET by the transport (headers only).
   const std::string_view m = method == "HEAD" ? "GET" : method;
   for (const Fixed& f : kFixed) {
@@ -120,6 +122,10 @@ Route route_request(std::string_view method, std::string_view path) {
         return matched(load ? Endpoint::kRepositoryLoad : Endpoint::kRepositoryUnload, name, false, model);
       }
     }
+  }
+  if (serve_ui && find_static_file(path) != nullptr) {
+    if (m != "GET") return wrong_method("GET", "ui");
+    return matched(Endpoint::kStatic, "ui", true);
   }
   Route r;
   r.status = 404;

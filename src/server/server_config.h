@@ -24,6 +24,7 @@ struct ServerConfig {
   // "*": any. Empty: none but the server's own pages.
   std::vector<std::string> allowed_origins;
   bool log_prompts = false;              // prompt text in the access log
+  bool ui = true;                        // the playground at / (server/ui/); --no-ui turns it off
   size_t max_body_bytes = 4u << 20;      // larger bodies: 413
   size_t max_header_bytes = 16u << 10;   // larger headers: 431
   double request_timeout_s = 30;         // a request must arrive whole within this, else 408 and close

@@ -4,6 +4,7 @@
 #include "server/generation/openai_protocol.h"
 #include "server/request_fields.h"
 #include "server/request_preamble.h"
+#include "server/ui/static_files.h"
 
 namespace kiln::server {
 namespace {
@@ -35,7 +36,7 @@ std::optional<ApiError> check_kserve_model(const Route& route, const std::string
 }  // namespace
 
 ApiService::Reply ApiService::handle(const HttpRequest& req, const std::string& request_id, std::string remote) {
-  RequestPreamble p(req, request_id, std::move(remote), openai_error_response);
+  RequestPreamble p(req, request_id, std::move(remote), openai_error_response, config_.ui);
   const Route& route = p.route();
   if (is_kserve(route.endpoint) || req.path().starts_with("/v2")) p.set_error_format(kserve_error_response);
   if (!p.pass_gate(config_)) return p.take();
@@ -59,6 +60,9 @@ ApiService::Reply ApiService::handle(const HttpRequest& req, const std::string& 
       return p.answer(json_response(model_response(model_)));
     case Endpoint::kMetrics:
       return p.answer(metrics_response(metrics_.render(loop_.stats())));
+    case Endpoint::kStatic:
+      // The router routes only paths that name a file.
+      return p.answer(static_file_response(*find_static_file(req.path()), req));
     default:
       break;
   }

@@ -1,8 +1,8 @@
 // ApiService: everything the server answers, apart from the transport. Given one HTTP request it
 // routes it, checks the API key, parses and validates the body through the protocol of its
-// endpoint, and either answers at once (models, tokenize, health, metrics, every refusal) or
-// submits the requests to the serving loop and hands back a GenerationJob that the transport
-// drives until its streams end. When an exchange ends, finish() counts it in /metrics and writes
+// endpoint, and either answers at once (models, tokenize, health, metrics, the playground's
+// files, every refusal) or submits the requests to the serving loop and hands back a
+// GenerationJob that the transport drives until its streams end. When an exchange ends, finish() counts it in /metrics and writes
 // its access log line.
 //
 // Owns nothing but its readiness flag: the model, the serving loop, the metrics and the config
