@@ -22,6 +22,7 @@ HttpRequest get_request(std::string target) {
   HttpRequest r;
   r.method = "GET";
   r.target = std::move(target);
+  r.headers.emplace_back("host", "127.0.0.1:8000");
   return r;
 }
 
@@ -116,12 +117,14 @@ TEST(StaticFiles, RoutedOpenForGetAndHeadOnlyWhenTheUiIsOn) {
 }
 
 TEST(StaticFiles, ReachableWithoutTheApiKeyWhileTheApiNeedsIt) {
+  ServerConfig keyed;
+  keyed.api_key = "secret";
   const HttpRequest page = get_request("/");
-  EXPECT_FALSE(gate_request(route_request("GET", "/", true), page, "secret").has_value());
-  const std::optional<ApiError> metrics = gate_request(route_request("GET", "/metrics", true), get_request("/metrics"), "secret");
+  EXPECT_FALSE(gate_request(route_request("GET", "/", true), page, keyed).has_value());
+  const std::optional<ApiError> metrics = gate_request(route_request("GET", "/metrics", true), get_request("/metrics"), keyed);
   ASSERT_TRUE(metrics.has_value());
   EXPECT_EQ(metrics->status, 401);
-  const std::optional<ApiError> off = gate_request(route_request("GET", "/", false), page, "secret");
+  const std::optional<ApiError> off = gate_request(route_request("GET", "/", false), page, keyed);
   ASSERT_TRUE(off.has_value());
   EXPECT_EQ(off->status, 404);
 }
