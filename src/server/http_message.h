@@ -10,6 +10,21 @@
 
 namespace kiln::server {
 
+// Header values: ASCII lower case (names and tokens are case-insensitive), and the optional
+// whitespace (spaces and tabs) around a value or a list element removed.
+inline std::string ascii_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+inline std::string_view trim_ows(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // path and query, as sent

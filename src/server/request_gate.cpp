@@ -9,18 +9,6 @@
 namespace kiln::server {
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 size_t count_headers(const HttpRequest& req, std::string_view name) {
   return static_cast<size_t>(std::count_if(req.headers.begin(), req.headers.end(), [&](const auto& h) { return h.first == name; }));
 }
@@ -47,7 +35,7 @@ std::string host_name(std::string_view value) {
     if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos) return {};
   }
   if (name.empty() || name.find_first_of(" \t/@\\") != std::string_view::npos) return {};
-  return lower(name);
+  return ascii_lower(name);
 }
 
 std::vector<std::string> allowed_hosts(const ServerConfig& config) {
@@ -73,14 +61,14 @@ std::optional<ApiError> check_host(const HttpRequest& req, const ServerConfig& c
     }
     return std::nullopt;  // HTTP/1.0 has none to check
   }
-  const std::string value(trim(req.header("host")));
+  const std::string value(trim_ows(req.header("host")));
   const std::string name = host_name(value);
   if (name.empty()) {
     return ApiError{400, "the Host header '" + value + "' is not host[:port]", "invalid_request_error", std::nullopt, "bad_host"};
   }
   const std::vector<std::string> allowed = allowed_hosts(config);
   for (const std::string& a : allowed) {
-    if (a == "*" || lower(a) == name) return std::nullopt;
+    if (a == "*" || ascii_lower(a) == name) return std::nullopt;
   }
   return forbidden("the Host '" + value + "' is not one this server answers to (" + joined(allowed) +
                        "); start kiln serve with --allowed-hosts " + name + " to allow it",
@@ -89,19 +77,19 @@ std::optional<ApiError> check_host(const HttpRequest& req, const ServerConfig& c
 
 // An Origin that is the server's own (the page was served by this host and port).
 bool same_origin(std::string_view origin, const HttpRequest& req) {
-  const std::string o = lower(origin);
-  const std::string host = lower(trim(req.header("host")));
+  const std::string o = ascii_lower(origin);
+  const std::string host = ascii_lower(trim_ows(req.header("host")));
   return !host.empty() && (o == "http://" + host || o == "https://" + host);
 }
 
 bool origin_allowed(std::string_view origin, const ServerConfig& config) {
-  const std::string o = lower(origin);
+  const std::string o = ascii_lower(origin);
   return std::any_of(config.allowed_origins.begin(), config.allowed_origins.end(),
-                     [&](const std::string& a) { return a == "*" || lower(a) == o; });
+                     [&](const std::string& a) { return a == "*" || ascii_lower(a) == o; });
 }
 
 std::optional<ApiError> check_origin(const HttpRequest& req, const ServerConfig& config) {
-  const std::string_view origin = trim(req.header("origin"));
+  const std::string_view origin = trim_ows(req.header("origin"));
   if (origin.empty() || same_origin(origin, req) || origin_allowed(origin, config)) return std::nullopt;
   return forbidden("requests from web pages of '" + std::string(origin) +
                        "' are not allowed; start kiln serve with --allowed-origins " + std::string(origin) + " to allow them",
@@ -128,8 +116,8 @@ bool takes_json_body(Endpoint e) {
 
 std::optional<ApiError> check_content_type(const Route& route, const HttpRequest& req) {
   if (!takes_json_body(route.endpoint) || req.body.empty()) return std::nullopt;
-  const std::string_view given = trim(req.header("content-type"));
-  const std::string media = lower(trim(given.substr(0, given.find(';'))));
+  const std::string_view given = trim_ows(req.header("content-type"));
+  const std::string media = ascii_lower(trim_ows(given.substr(0, given.find(';'))));
   if (media == "application/json") return std::nullopt;
   // KServe's binary tensor extension: a JSON header and raw tensors, its length in a header.
   if (route.endpoint == Endpoint::kInfer && media == "application/octet-stream" &&
@@ -184,7 +172,7 @@ HttpResponse preflight_response(const HttpRequest& req, const ServerConfig& conf
 }
 
 std::vector<std::pair<std::string, std::string>> cors_headers(const HttpRequest& req, const ServerConfig& config) {
-  const std::string_view origin = trim(req.header("origin"));
+  const std::string_view origin = trim_ows(req.header("origin"));
   if (origin.empty() || !origin_allowed(origin, config)) return {};
   return {{"Access-Control-Allow-Origin", std::string(origin)},
           {"Access-Control-Expose-Headers", "X-Request-Id, Retry-After"},

@@ -9,18 +9,6 @@ namespace {
 
 namespace http = boost::beast::http;
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // The elements of every field of this name, in order (a list may span several fields, and
 // holds empty elements that count for nothing).
 std::vector<std::string> list_elements(const http::fields& header, http::field name) {
@@ -30,8 +18,8 @@ std::vector<std::string> list_elements(const http::fields& header, http::field n
     std::string_view v(it->value().data(), it->value().size());
     while (true) {
       const size_t comma = v.find(',');
-      std::string_view element = trim(v.substr(0, comma));
-      if (!element.empty()) out.push_back(lower(element));
+      std::string_view element = trim_ows(v.substr(0, comma));
+      if (!element.empty()) out.push_back(ascii_lower(element));
       if (comma == std::string_view::npos) break;
       v.remove_prefix(comma + 1);
     }
@@ -58,7 +46,7 @@ std::optional<ApiError> check_request_framing(const http::fields& header, unsign
     int chunked = 0;
     for (const std::string& c : codings) {
       // A coding's parameters (";q=...") do not change what it is.
-      const std::string name(trim(std::string_view(c).substr(0, c.find(';'))));
+      const std::string name(trim_ows(std::string_view(c).substr(0, c.find(';'))));
       if (name != "chunked") {
         return framing_error(501, "the transfer coding '" + name + "' is not supported; send the body as is with " +
                                       "Content-Length, or with Transfer-Encoding: chunked");
@@ -87,7 +75,7 @@ HttpRequest http_request_from(http::request<http::string_body>& message) {
   req.target = std::string(message.target());
   req.version = message.version();
   for (const auto& field : message) {
-    req.headers.emplace_back(lower(std::string_view(field.name_string().data(), field.name_string().size())),
+    req.headers.emplace_back(ascii_lower(std::string_view(field.name_string().data(), field.name_string().size())),
                              std::string(field.value()));
   }
   req.body = std::move(message.body());
