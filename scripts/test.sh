@@ -29,7 +29,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset ci-a
 
 echo "== fuzzers (${fuzz_seconds}s each)"
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$jobs" --target fuzz_safetensors fuzz_engine fuzz_onnx fuzz_infer_request
+cmake --build --preset fuzz -j "$jobs" --target fuzz_safetensors fuzz_engine fuzz_onnx fuzz_infer_request fuzz_http_request
 # One fuzzer per core at a time; each prints its summary when it ends, and a crash fails the run.
 fuzz_one() {
   local f=$1 name corpus seeds log status=0
