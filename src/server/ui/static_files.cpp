@@ -12,9 +12,7 @@ constexpr std::string_view kAssetPrefix = "/ui/";
 bool etag_matches(std::string_view header, std::string_view etag) {
   while (!header.empty()) {
     const size_t comma = header.find(',');
-    std::string_view tag = header.substr(0, comma);
-    while (!tag.empty() && (tag.front() == ' ' || tag.front() == '\t')) tag.remove_prefix(1);
-    while (!tag.empty() && (tag.back() == ' ' || tag.back() == '\t')) tag.remove_suffix(1);
+    std::string_view tag = trim_ows(header.substr(0, comma));
     if (tag.starts_with("W/")) tag.remove_prefix(2);
     if (tag == "*" || tag == etag) return true;
     if (comma == std::string_view::npos) break;
