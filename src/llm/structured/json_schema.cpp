@@ -148,7 +148,11 @@ class SchemaCompiler {
       return Expr::optional(Expr::alt({Expr::byte(' '), Expr::seq({Expr::byte('\n'), Expr::repeat(Expr::byte(' '), 0, 20)})}));
     }));
   }
-  Expr sep(char c) { return Expr::seq({ws(), Expr::byte(static_cast<uint8_t>(c)), ws()}); }
+  // ':' then nothing or one space; ',' then ws(): compact and pretty-printed JSON, nothing else.
+  Expr sep(char c) {
+    if (c == ':') return Expr::seq({Expr::byte(':'), Expr::optional(Expr::byte(' '))});
+    return Expr::seq({Expr::byte(static_cast<uint8_t>(c)), ws()});
+  }
 
   Expr string_char() {
     return Expr::ref(shared("char", [] { return codepoint_set_expr({{0, kMaxCodepoint}}, true); }));

@@ -1,8 +1,9 @@
 // JSON Schema -> grammar, for `response_format` json_schema and structured outputs' `json`: the
 // subset that OpenAI's structured outputs, pydantic and zod emit, each keyword enforced by the
 // grammar itself (docs/structured-outputs.md lists them and how). Objects write their properties
-// in the schema's order; whitespace between tokens is bounded (nothing, one space, or a newline
-// and at most 20 spaces) so that a model cannot loop on it. A keyword outside the subset is an
+// in the schema's order. Whitespace is bounded so that a model cannot loop on it: after '{', '['
+// and ',' and before '}' and ']' nothing, one space, or a newline and at most 20 spaces; after
+// ':' nothing or one space; nowhere else. A keyword outside the subset is an
 // error naming it and its path, never ignored.
 #pragma once
 
