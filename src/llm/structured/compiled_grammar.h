@@ -39,7 +39,7 @@ struct GrammarElement {
 };
 
 // How many frames from the top a context mask covers.
-inline constexpr int32_t kContextDepth = 4;
+inline constexpr int32_t kContextDepth = 3;
 // State masks kept per grammar before the cache is cleared.
 inline constexpr size_t kMaxStateMasks = 256;
 

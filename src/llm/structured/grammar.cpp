@@ -1,5 +1,6 @@
 #include "llm/structured/grammar.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 
@@ -30,6 +31,48 @@ Expr Expr::literal(std::string_view text) {
   kids.reserve(text.size());
   for (char c : text) kids.push_back(byte(static_cast<uint8_t>(c)));
   return seq(std::move(kids));
+}
+
+namespace {
+
+// strings[begin, end) share their first `depth` bytes and are sorted.
+Expr literal_set_from(const std::vector<std::string>& strings, size_t begin, size_t end, size_t depth) {
+  std::vector<Expr> alts;
+  std::vector<uint8_t> last_bytes;  // groups that end right after their byte: merged into ranges
+  bool empty = false;
+  size_t i = begin;
+  while (i < end) {
+    if (strings[i].size() == depth) {
+      empty = true;
+      ++i;
+      continue;
+    }
+    const char c = strings[i][depth];
+    size_t j = i;
+    while (j < end && strings[j].size() > depth && strings[j][depth] == c) ++j;
+    if (j == i + 1 && strings[i].size() == depth + 1) {
+      last_bytes.push_back(static_cast<uint8_t>(c));
+    } else {
+      alts.push_back(Expr::seq({Expr::byte(static_cast<uint8_t>(c)), literal_set_from(strings, i, j, depth + 1)}));
+    }
+    i = j;
+  }
+  for (size_t k = 0; k < last_bytes.size();) {
+    size_t m = k;
+    while (m + 1 < last_bytes.size() && last_bytes[m + 1] == last_bytes[m] + 1) ++m;
+    alts.push_back(Expr::bytes(last_bytes[k], last_bytes[m]));
+    k = m + 1;
+  }
+  if (empty) alts.push_back(Expr::empty());
+  return Expr::alt(std::move(alts));
+}
+
+}  // namespace
+
+Expr Expr::literal_set(std::vector<std::string> strings) {
+  std::sort(strings.begin(), strings.end());
+  strings.erase(std::unique(strings.begin(), strings.end()), strings.end());
+  return literal_set_from(strings, 0, strings.size(), 0);
 }
 
 Expr Expr::ref(int32_t rule) {

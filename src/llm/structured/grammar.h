@@ -60,6 +60,9 @@ struct Expr {
   static Expr repeat(Expr kid, int32_t min, int32_t max);
   static Expr optional(Expr kid) { return repeat(std::move(kid), 0, 1); }
   static Expr empty() { return seq({}); }
+  // Any one of `strings`, written as a trie: common prefixes once and single bytes merged into
+  // ranges, so that the matcher keeps one stack where a flat alternation would keep one per string.
+  static Expr literal_set(std::vector<std::string> strings);
 };
 
 // Repetition bounds above this are refused: {m,n} is unrolled into rules.

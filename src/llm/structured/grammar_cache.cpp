@@ -22,15 +22,15 @@ Expected<Grammar> constraint_grammar(ConstraintKind kind, const std::string& sou
     case ConstraintKind::kChoice: {
       const auto list = nlohmann::json::parse(source, nullptr, false);
       if (!list.is_array() || list.empty()) return invalid_argument(path + ": choice must be a non-empty list of strings");
-      std::vector<Expr> alts;
+      std::vector<std::string> alts;
       for (const auto& c : list) {
         if (!c.is_string() || c.get<std::string>().empty()) {
           return invalid_argument(path + ": choice must be a non-empty list of non-empty strings");
         }
-        alts.push_back(Expr::literal(c.get<std::string>()));
+        alts.push_back(c.get<std::string>());
       }
       GrammarBuilder b;
-      const int32_t root = b.add("root", Expr::alt(std::move(alts)));
+      const int32_t root = b.add("root", Expr::literal_set(std::move(alts)));
       return b.build(root);
     }
     case ConstraintKind::kGrammar: {

@@ -307,9 +307,9 @@ class SchemaCompiler {
         fail(path + ".enum", "enum must be a non-empty list");
         return {};
       }
-      std::vector<Expr> alts;
-      for (const Json& v : e) alts.push_back(Expr::literal(v.dump()));
-      return Expr::alt(std::move(alts));
+      std::vector<std::string> literals;
+      for (const Json& v : e) literals.push_back(v.dump());
+      return Expr::literal_set(std::move(literals));
     }
     for (const char* list : {"anyOf", "allOf"}) {
       if (!has(list)) continue;

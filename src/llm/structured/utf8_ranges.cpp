@@ -96,6 +96,7 @@ std::vector<std::vector<std::pair<uint8_t, uint8_t>>> utf8_sequences(uint32_t lo
 Expr codepoint_set_expr(const CodepointSet& set, bool json_string) {
   std::vector<Expr> alternatives;
   CodepointSet plain = codepoint_set_normalize(set);
+  std::vector<std::string> escapes;
   if (json_string) {
     // The characters that JSON writes only escaped leave the plain set and come back escaped.
     const CodepointSet specials = {{0x00, 0x1F}, {'"', '"'}, {'\\', '\\'}};
@@ -118,7 +119,7 @@ Expr codepoint_set_expr(const CodepointSet& set, bool json_string) {
             escape = buf;
           }
         }
-        alternatives.push_back(Expr::literal(escape));
+        escapes.push_back(escape);
       }
     }
     const CodepointSet allowed = codepoint_set_complement(specials);
@@ -130,6 +131,7 @@ Expr codepoint_set_expr(const CodepointSet& set, bool json_string) {
     }
     plain = std::move(kept);
   }
+  if (!escapes.empty()) alternatives.push_back(Expr::literal_set(std::move(escapes)));
   for (const CodepointRange& r : plain) {
     for (const auto& seq : utf8_sequences(r.lo, r.hi)) {
       std::vector<Expr> bytes;
