@@ -2,6 +2,9 @@
 
 #include "llm/structured/pushdown_stacks.h"
 
+#include <array>
+#include <map>
+
 namespace kiln::llm::structured {
 
 Expected<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::compile(const Grammar& grammar,
@@ -42,11 +45,45 @@ std::shared_ptr<const ContextMask> CompiledGrammar::context_mask(const std::vect
     auto it = contexts_.find(key);
     if (it != contexts_.end()) return it->second;
   }
-  // One walk over the vocabulary trie from a stack of these positions over an unknown rest.
+  // One walk over the vocabulary trie from a stack of these positions over an unknown rest. The
+  // automaton's states met on the way are interned by their stacks and their transitions
+  // memoised, so the walk runs as a lazily built DFA: inside a string nearly every token
+  // survives, and nearly every byte repeats a transition already taken.
   const bool open = positions.back() != -1;
   std::vector<int32_t> chain(positions.begin(), open ? positions.end() : positions.end() - 1);
+  chain.push_back(open ? PushdownStacks::kOpenParent : PushdownStacks::kRootParent);
+  struct WalkState {
+    std::vector<std::vector<int32_t>> chains;
+    bool popped = false;
+  };
+  std::vector<WalkState> states;
+  std::map<std::pair<std::vector<std::vector<int32_t>>, bool>, int32_t> state_ids;
+  std::vector<std::array<int32_t, 256>> transitions;  // [state][byte] -> state; -1 dead, -2 not yet known
   PushdownStacks st(*this);
-  st.start_chain(chain, open ? PushdownStacks::kOpenParent : PushdownStacks::kRootParent);
+  // A state is its stacks and whether the byte that led to it returned below the context.
+  const auto intern = [&](std::vector<std::vector<int32_t>> chains, bool popped) {
+    auto [it, inserted] = state_ids.emplace(std::make_pair(chains, popped), static_cast<int32_t>(states.size()));
+    if (inserted) {
+      states.push_back(WalkState{std::move(chains), popped});
+      transitions.emplace_back();
+      transitions.back().fill(-2);
+    }
+    return it->second;
+  };
+  const auto transition = [&](int32_t from, uint8_t byte) {
+    const int32_t known = transitions[static_cast<size_t>(from)][byte];
+    if (known != -2) return known;
+    st.start_chains(states[static_cast<size_t>(from)].chains);
+    int32_t to = -1;
+    if (st.advance(byte)) {
+      // A state that may end here (closed contexts only) is a live one without stacks.
+      auto chains = st.chains();
+      if (st.can_end()) chains.push_back({PushdownStacks::kRootParent});
+      to = intern(std::move(chains), st.popped());
+    }
+    transitions[static_cast<size_t>(from)][byte] = to;
+    return to;
+  };
   auto mask = std::make_shared<ContextMask>();
   const TokenVocabulary& vocab = *vocabulary_;
   mask->accepted.assign(vocab.mask_words(), 0);
@@ -55,25 +92,33 @@ std::shared_ptr<const ContextMask> CompiledGrammar::context_mask(const std::vect
   const auto add_uncertain = [&](int32_t begin, int32_t end) {
     for (int32_t k = begin; k < end; ++k) mask->uncertain.push_back(tokens[static_cast<size_t>(k)]);
   };
+  std::vector<int32_t> at_depth = {intern({chain}, false)};
   std::vector<uint8_t> popped_at(1, 0);  // [d]: a frame at depth 1..d returned below the context
   size_t i = 1;
   while (i < trie.size()) {
     const TokenVocabulary::TrieNode& nd = trie[i];
     const auto d = static_cast<size_t>(nd.depth);
-    st.pop_to(d);
     const int32_t subtree_end = trie[static_cast<size_t>(nd.end) - 1].tokens_end;
-    if (!st.advance(nd.byte)) {
+    const int32_t to = transition(at_depth[d - 1], nd.byte);
+    if (to < 0) {
       if (popped_at[d - 1]) add_uncertain(nd.tokens_begin, subtree_end);
       i = static_cast<size_t>(nd.end);
       continue;
     }
-    if (popped_at.size() <= d) popped_at.resize(d + 1);
-    popped_at[d] = popped_at[d - 1] || st.popped();
+    if (at_depth.size() <= d) {
+      at_depth.resize(d + 1);
+      popped_at.resize(d + 1);
+    }
+    at_depth[d] = to;
+    const WalkState& ws = states[static_cast<size_t>(to)];
+    popped_at[d] = popped_at[d - 1] || ws.popped;
     for (int32_t k = nd.tokens_begin; k < nd.tokens_end; ++k) {
       const auto id = static_cast<size_t>(tokens[static_cast<size_t>(k)]);
       mask->accepted[id >> 6] |= uint64_t{1} << (id & 63);
     }
-    if (st.tops().empty()) {
+    bool has_stacks = false;
+    for (const auto& c : ws.chains) has_stacks = has_stacks || c.size() > 1;
+    if (!has_stacks) {
       if (popped_at[d]) add_uncertain(nd.tokens_end, subtree_end);
       i = static_cast<size_t>(nd.end);
       continue;

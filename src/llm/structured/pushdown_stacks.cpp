@@ -1,5 +1,7 @@
 #include "llm/structured/pushdown_stacks.h"
 
+#include <algorithm>
+
 namespace kiln::llm::structured {
 
 int32_t PushdownStacks::make_node(int32_t pos, int32_t parent) {
@@ -62,6 +64,33 @@ void PushdownStacks::start_chain(std::span<const int32_t> positions, int32_t bot
   f.nodes_begin = nodes_.size();
   tops_.push_back(make_node(positions[0], parent));
   frames_.back() = f;
+}
+
+void PushdownStacks::start_chains(const std::vector<std::vector<int32_t>>& chains) {
+  nodes_.clear();
+  tops_.clear();
+  frames_.clear();
+  frames_.push_back(Frame{0, 0, false, false});
+  for (const std::vector<int32_t>& chain : chains) {
+    if (chain.size() < 2) continue;  // a mark that the output may end, no stack
+    int32_t parent = chain.back();
+    for (size_t i = chain.size() - 1; i-- > 1;) parent = make_node(chain[i], parent);
+    const int32_t top = make_node(chain[0], parent);
+    if (std::find(tops_.begin(), tops_.end(), top) == tops_.end()) tops_.push_back(top);
+  }
+}
+
+std::vector<std::vector<int32_t>> PushdownStacks::chains() const {
+  std::vector<std::vector<int32_t>> out;
+  for (int32_t top : tops()) {
+    std::vector<int32_t> chain;
+    int32_t n = top;
+    for (; n >= 0; n = nodes_[static_cast<size_t>(n)].parent) chain.push_back(nodes_[static_cast<size_t>(n)].pos);
+    chain.push_back(n);
+    out.push_back(std::move(chain));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void PushdownStacks::push_single(int32_t top) {

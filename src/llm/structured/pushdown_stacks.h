@@ -36,6 +36,11 @@ class PushdownStacks {
   void start_root();
   // The first frame: one stack of `positions` (top first) over `bottom` (kRootParent or kOpenParent).
   void start_chain(std::span<const int32_t> positions, int32_t bottom);
+  // The first frame: several stacks, each positions top first and then its bottom (kRootParent
+  // or kOpenParent).
+  void start_chains(const std::vector<std::vector<int32_t>>& chains);
+  // The stacks of the last frame in start_chains' form, sorted.
+  std::vector<std::vector<int32_t>> chains() const;
   // A new frame holding only the existing top node `top` (to test tokens against one stack).
   void push_single(int32_t top);
 
