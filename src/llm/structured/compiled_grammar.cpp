@@ -3,7 +3,6 @@
 #include "llm/structured/pushdown_stacks.h"
 
 #include <array>
-#include <map>
 
 namespace kiln::llm::structured {
 
@@ -57,12 +56,17 @@ std::shared_ptr<const ContextMask> CompiledGrammar::context_mask(const std::vect
     bool popped = false;
   };
   std::vector<WalkState> states;
-  std::map<std::pair<std::vector<std::vector<int32_t>>, bool>, int32_t> state_ids;
+  std::unordered_map<std::string, int32_t> state_ids;  // stacks and popped, as bytes
   std::vector<std::array<int32_t, 256>> transitions;  // [state][byte] -> state; -1 dead, -2 not yet known
   PushdownStacks st(*this);
   // A state is its stacks and whether the byte that led to it returned below the context.
   const auto intern = [&](std::vector<std::vector<int32_t>> chains, bool popped) {
-    auto [it, inserted] = state_ids.emplace(std::make_pair(chains, popped), static_cast<int32_t>(states.size()));
+    std::string id_key(1, popped ? '\1' : '\0');
+    for (const auto& c : chains) {
+      id_key.append(reinterpret_cast<const char*>(c.data()), c.size() * sizeof(int32_t));
+      id_key.append(4, '\xff');  // -1 ends a chain: every chain already ends with a negative bottom
+    }
+    auto [it, inserted] = state_ids.emplace(std::move(id_key), static_cast<int32_t>(states.size()));
     if (inserted) {
       states.push_back(WalkState{std::move(chains), popped});
       transitions.emplace_back();
