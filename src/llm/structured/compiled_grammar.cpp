@@ -2,7 +2,6 @@
 
 #include "llm/structured/pushdown_stacks.h"
 
-#include <array>
 
 namespace kiln::llm::structured {
 
@@ -44,31 +43,32 @@ std::shared_ptr<const ContextMask> CompiledGrammar::context_mask(const std::vect
     auto it = contexts_.find(key);
     if (it != contexts_.end()) return it->second;
   }
-  // One walk over the vocabulary trie from a stack of these positions over an unknown rest. The
-  // automaton's states met on the way are interned by their stacks and their transitions
-  // memoised, so the walk runs as a lazily built DFA: inside a string nearly every token
-  // survives, and nearly every byte repeats a transition already taken.
+  // One walk over the vocabulary trie from a stack of these positions over an unknown rest, on
+  // the grammar's lazily built DFA: inside a string nearly every token survives, and nearly every
+  // byte repeats a transition some walk already took.
   const bool open = positions.back() != -1;
   std::vector<int32_t> chain(positions.begin(), open ? positions.end() : positions.end() - 1);
   chain.push_back(open ? PushdownStacks::kOpenParent : PushdownStacks::kRootParent);
-  struct WalkState {
-    std::vector<std::vector<int32_t>> chains;
-    bool popped = false;
-  };
-  std::vector<WalkState> states;
-  std::unordered_map<std::string, int32_t> state_ids;  // stacks and popped, as bytes
-  std::vector<std::array<int32_t, 256>> transitions;  // [state][byte] -> state; -1 dead, -2 not yet known
+  std::lock_guard walk_lock(walk_mu_);
+  if (walk_states_.size() > kMaxWalkStates) {
+    walk_states_.clear();
+    walk_ids_.clear();
+    walk_transitions_.clear();
+  }
+  auto& states = walk_states_;
+  auto& transitions = walk_transitions_;
   PushdownStacks st(*this);
-  // A state is its stacks and whether the byte that led to it returned below the context.
   const auto intern = [&](std::vector<std::vector<int32_t>> chains, bool popped) {
     std::string id_key(1, popped ? '\1' : '\0');
     for (const auto& c : chains) {
       id_key.append(reinterpret_cast<const char*>(c.data()), c.size() * sizeof(int32_t));
       id_key.append(4, '\xff');  // -1 ends a chain: every chain already ends with a negative bottom
     }
-    auto [it, inserted] = state_ids.emplace(std::move(id_key), static_cast<int32_t>(states.size()));
+    auto [it, inserted] = walk_ids_.emplace(std::move(id_key), static_cast<int32_t>(states.size()));
     if (inserted) {
-      states.push_back(WalkState{std::move(chains), popped});
+      bool has_stacks = false;
+      for (const auto& c : chains) has_stacks = has_stacks || c.size() > 1;
+      states.push_back(WalkState{std::move(chains), popped, has_stacks});
       transitions.emplace_back();
       transitions.back().fill(-2);
     }
@@ -116,12 +116,11 @@ std::shared_ptr<const ContextMask> CompiledGrammar::context_mask(const std::vect
     at_depth[d] = to;
     const WalkState& ws = states[static_cast<size_t>(to)];
     popped_at[d] = popped_at[d - 1] || ws.popped;
+    const bool has_stacks = ws.has_stacks;
     for (int32_t k = nd.tokens_begin; k < nd.tokens_end; ++k) {
       const auto id = static_cast<size_t>(tokens[static_cast<size_t>(k)]);
       mask->accepted[id >> 6] |= uint64_t{1} << (id & 63);
     }
-    bool has_stacks = false;
-    for (const auto& c : ws.chains) has_stacks = has_stacks || c.size() > 1;
     if (!has_stacks) {
       if (popped_at[d]) add_uncertain(nd.tokens_end, subtree_end);
       i = static_cast<size_t>(nd.end);

@@ -17,6 +17,7 @@
 //    when full.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -83,6 +84,21 @@ class CompiledGrammar {
 
   mutable std::mutex mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const ContextMask>> contexts_;
+
+  // The automaton as a lazily built DFA, shared by every context walk of this grammar: a state is
+  // a set of stacks over their bottoms (and whether the byte that led to it returned below the
+  // context), whatever walk met it first. Context walks hold walk_mu_ throughout; cleared when
+  // it passes kMaxWalkStates.
+  struct WalkState {
+    std::vector<std::vector<int32_t>> chains;
+    bool popped = false;
+    bool has_stacks = false;
+  };
+  static constexpr size_t kMaxWalkStates = 1 << 16;
+  mutable std::mutex walk_mu_;
+  mutable std::vector<WalkState> walk_states_;
+  mutable std::unordered_map<std::string, int32_t> walk_ids_;            // a state's stacks as bytes
+  mutable std::vector<std::array<int32_t, 256>> walk_transitions_;      // -1 dead, -2 not yet known
   mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<uint64_t>>> states_;
 };
 
