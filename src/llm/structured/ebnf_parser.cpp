@@ -136,7 +136,11 @@ class EbnfParser {
   }
 
   Expr quantifier(Expr e) {
-    while (!at_end() && !error_) {
+    for (int32_t stacked = 0; !at_end() && !error_; ++stacked) {
+      if (stacked > kMaxGrammarNesting) {
+        fail("too many quantifiers in a row");
+        return e;
+      }
       const char c = s_[pos_];
       if (c == '*') {
         ++pos_;
@@ -214,7 +218,12 @@ class EbnfParser {
     }
     if (c == '(') {
       ++pos_;
+      if (++depth_ > kMaxGrammarNesting) {
+        fail("groups nest deeper than " + std::to_string(kMaxGrammarNesting));
+        return {};
+      }
       Expr inner = alternatives();
+      --depth_;
       if (error_) return {};
       skip_space();
       if (at_end() || s_[pos_] != ')') {
@@ -297,6 +306,7 @@ class EbnfParser {
 
   std::string_view s_;
   size_t pos_ = 0;
+  int32_t depth_ = 0;
   GrammarBuilder builder_;
   std::map<std::string, int32_t> ids_;
   std::map<std::string, size_t> first_use_;

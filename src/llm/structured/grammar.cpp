@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <functional>
 
 namespace kiln::llm::structured {
 namespace {
@@ -37,6 +36,18 @@ namespace {
 
 // strings[begin, end) share their first `depth` bytes and are sorted.
 Expr literal_set_from(const std::vector<std::string>& strings, size_t begin, size_t end, size_t depth) {
+  // A prefix all of them share (none ending inside it) is a literal, without recursing per byte.
+  std::string shared;
+  while (true) {
+    const std::string& first = strings[begin];
+    if (first.size() == depth) break;
+    bool all = true;
+    for (size_t k = begin + 1; k < end && all; ++k) all = strings[k].size() > depth && strings[k][depth] == first[depth];
+    if (!all) break;
+    shared += first[depth];
+    ++depth;
+  }
+  if (!shared.empty()) return Expr::seq({Expr::literal(shared), literal_set_from(strings, begin, end, depth)});
   std::vector<Expr> alts;
   std::vector<uint8_t> last_bytes;  // groups that end right after their byte: merged into ranges
   bool empty = false;
@@ -72,6 +83,7 @@ Expr literal_set_from(const std::vector<std::string>& strings, size_t begin, siz
 Expr Expr::literal_set(std::vector<std::string> strings) {
   std::sort(strings.begin(), strings.end());
   strings.erase(std::unique(strings.begin(), strings.end()), strings.end());
+  if (strings.empty()) return alt({});
   return literal_set_from(strings, 0, strings.size(), 0);
 }
 
@@ -130,6 +142,9 @@ std::string Grammar::to_string() const {
 }
 
 int32_t GrammarBuilder::declare(std::string name) {
+  if (grammar_.rules.size() >= kMaxGrammarRules && !error_) {
+    error_ = "the grammar needs more than " + std::to_string(kMaxGrammarRules) + " rules";
+  }
   grammar_.rules.push_back(GrammarRule{std::move(name), {}});
   defined_.push_back(false);
   return static_cast<int32_t>(grammar_.rules.size() - 1);
@@ -156,6 +171,7 @@ std::vector<GrammarItem> GrammarBuilder::lower_sequence(const Expr& e, const std
 void GrammarBuilder::lower_into(const Expr& e, const std::string& owner, std::vector<GrammarItem>& out) {
   switch (e.kind) {
     case Expr::Kind::kBytes:
+      ++items_;
       out.push_back(GrammarItem{GrammarItem::Kind::kBytes, e.lo, e.hi, -1});
       return;
     case Expr::Kind::kRule:
@@ -181,6 +197,11 @@ void GrammarBuilder::lower_into(const Expr& e, const std::string& owner, std::ve
       const Expr& kid = e.kids[0];
       // The kid as items once: an alternation becomes one rule that every copy references.
       std::vector<GrammarItem> once = lower_sequence(kid, owner);
+      items_ += once.size() * static_cast<size_t>(e.min);
+      if (items_ > kMaxGrammarItems) {
+        if (!error_) error_ = "the grammar needs more than " + std::to_string(kMaxGrammarItems) + " items";
+        return;
+      }
       for (int32_t i = 0; i < e.min; ++i) out.insert(out.end(), once.begin(), once.end());
       if (e.max == e.min) return;
       if (e.max < 0) {
@@ -276,32 +297,36 @@ Expected<Grammar> GrammarBuilder::build(int32_t root) {
       }
     }
   }
+  // Depth-first, with an explicit stack (a chain of rules may be long).
   std::vector<uint8_t> mark(n, 0);  // 0 new, 1 on the path, 2 done
-  std::vector<int32_t> path;
   std::optional<std::string> cycle;
-  std::function<void(int32_t)> visit = [&](int32_t r) {
-    if (cycle) return;
-    mark[static_cast<size_t>(r)] = 1;
-    path.push_back(r);
-    for (int32_t s : left[static_cast<size_t>(r)]) {
+  std::vector<std::pair<int32_t, size_t>> path;  // rule, next edge
+  for (size_t r0 = 0; r0 < n && !cycle; ++r0) {
+    if (mark[r0] != 0) continue;
+    mark[r0] = 1;
+    path.push_back({static_cast<int32_t>(r0), 0});
+    while (!path.empty() && !cycle) {
+      auto& [r, next] = path.back();
+      const auto& edges = left[static_cast<size_t>(r)];
+      if (next == edges.size()) {
+        mark[static_cast<size_t>(r)] = 2;
+        path.pop_back();
+        continue;
+      }
+      const int32_t s = edges[next++];
       if (mark[static_cast<size_t>(s)] == 1) {
         std::string text;
         bool on = false;
-        for (int32_t p : path) {
+        for (const auto& [p, unused] : path) {
           if (p == s) on = true;
           if (on) text += grammar_.rules[static_cast<size_t>(p)].name + " -> ";
         }
         cycle = text + grammar_.rules[static_cast<size_t>(s)].name;
-        return;
+      } else if (mark[static_cast<size_t>(s)] == 0) {
+        mark[static_cast<size_t>(s)] = 1;
+        path.push_back({s, 0});
       }
-      if (mark[static_cast<size_t>(s)] == 0) visit(s);
-      if (cycle) return;
     }
-    path.pop_back();
-    mark[static_cast<size_t>(r)] = 2;
-  };
-  for (size_t r = 0; r < n && !cycle; ++r) {
-    if (mark[r] == 0) visit(static_cast<int32_t>(r));
   }
   if (cycle) {
     return invalid_argument("the grammar is left-recursive (" + *cycle +

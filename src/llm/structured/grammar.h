@@ -67,6 +67,12 @@ struct Expr {
 
 // Repetition bounds above this are refused: {m,n} is unrolled into rules.
 inline constexpr int32_t kMaxRepeat = 4096;
+// Limits on what one grammar may become, so that a request cannot make the server build (or
+// recurse through) something huge: rules, items in all alternatives, and nesting of groups in
+// the text syntaxes and of schemas.
+inline constexpr size_t kMaxGrammarRules = 1 << 15;
+inline constexpr size_t kMaxGrammarItems = 1 << 20;
+inline constexpr int32_t kMaxGrammarNesting = 128;
 
 class GrammarBuilder {
  public:
@@ -93,6 +99,7 @@ class GrammarBuilder {
 
   Grammar grammar_;
   std::vector<bool> defined_;
+  size_t items_ = 0;
   std::optional<std::string> error_;
 };
 

@@ -264,6 +264,15 @@ class SchemaCompiler {
 
   Expr schema(const Json& s, const std::string& path) {
     if (error_) return {};
+    struct Depth {
+      int32_t& d;
+      explicit Depth(int32_t& x) : d(++x) {}
+      ~Depth() { --d; }
+    } depth(depth_);
+    if (depth_ > kMaxGrammarNesting) {
+      fail(path, "schemas nest deeper than " + std::to_string(kMaxGrammarNesting));
+      return {};
+    }
     if (s.is_boolean()) {
       if (s.get<bool>()) return Expr::ref(any_value_rule());
       fail(path, "the schema false matches nothing");
@@ -594,6 +603,7 @@ class SchemaCompiler {
   };
   std::vector<Pending> pending_;
   std::optional<std::string> error_;
+  int32_t depth_ = 0;
 };
 
 }  // namespace

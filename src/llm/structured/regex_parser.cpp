@@ -53,7 +53,11 @@ class RegexParser {
   }
 
   Expr quantified(Expr e) {
-    while (!error_ && !at_end()) {
+    for (int32_t stacked = 0; !error_ && !at_end(); ++stacked) {
+      if (stacked > kMaxGrammarNesting) {
+        fail("too many quantifiers in a row");
+        return e;
+      }
       const char c = s_[pos_];
       int32_t min = 0, max = -1;
       if (c == '*') {
@@ -151,7 +155,10 @@ class RegexParser {
           return {};
         }
       }
-      ++depth_;
+      if (++depth_ > kMaxGrammarNesting) {
+        fail("groups nest deeper than " + std::to_string(kMaxGrammarNesting));
+        return {};
+      }
       Expr inner = alternation();
       --depth_;
       if (error_) return {};

@@ -73,6 +73,37 @@ TEST(StructuredEbnf, ErrorsNameLineAndColumn) {
   EXPECT_NE(unclosed.status().message().find("line 1, column 10"), std::string::npos) << unclosed.status().message();
 }
 
+TEST(StructuredLimits, HugeOrDeepInputsAreRefusedNotBuilt) {
+  // (a{4096}){4096} would unroll into 16M items; 10k nested groups or quantifiers would recurse
+  // that deep.
+  auto huge = regex_grammar("(a{4096}){4096}");
+  ASSERT_FALSE(huge.has_value());
+  EXPECT_NE(huge.status().message().find("items"), std::string::npos) << huge.status().message();
+  EXPECT_FALSE(regex_grammar(std::string(10000, '(') + "a" + std::string(10000, ')')).has_value());
+  EXPECT_FALSE(regex_grammar("a" + std::string(10000, '?')).has_value());
+  EXPECT_FALSE(parse_ebnf("root ::= " + std::string(10000, '(') + "\"a\"" + std::string(10000, ')')).has_value());
+  std::string deep = "{}";
+  for (int i = 0; i < 1000; ++i) deep = R"({"type":"array","items":)" + deep + "}";
+  auto schema = json_schema_grammar(deep, "s");
+  ASSERT_FALSE(schema.has_value());
+  EXPECT_NE(schema.status().message().find("nest deeper"), std::string::npos) << schema.status().message();
+  // A long chain of rules is checked for left recursion without recursing through it.
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 5000; ++i) chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + " | \"x\"\n";
+  chain += "r5000 ::= \"y\"\n";
+  auto chained = compile_or_die(parse_ebnf(chain));
+  EXPECT_TRUE(grammar_accepts(chained, "x"));
+  EXPECT_TRUE(grammar_accepts(chained, "y"));
+  EXPECT_FALSE(grammar_accepts(chained, "xy"));
+  // A long enum value shares its prefix without recursing per byte.
+  const std::string a(100000, 'a');
+  GrammarBuilder b;
+  const int32_t root = b.add("root", Expr::literal_set({a + "b", a + "c"}));
+  auto long_enum = compile_or_die(b.build(root));
+  EXPECT_TRUE(grammar_accepts(long_enum, a + "c"));
+  EXPECT_FALSE(grammar_accepts(long_enum, a + "d"));
+}
+
 TEST(StructuredRegex, Subset) {
   auto g = compile_or_die(regex_grammar(R"(^(ab|cd)+[0-9]{2,3}\.x?é$)"));
   EXPECT_TRUE(grammar_accepts(g, "ab12.é"));
