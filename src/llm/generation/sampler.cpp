@@ -143,12 +143,22 @@ void Sampler::apply_bias_and_penalties(std::span<float> logits) const {
   }
 }
 
-Expected<Sampler::Choice> Sampler::sample(std::span<const float> logits) {
+Expected<Sampler::Choice> Sampler::sample(std::span<const float> logits, std::span<const uint64_t> allowed) {
   if (logits.empty()) return invalid_argument("cannot sample from an empty logits row");
   const size_t vocab = logits.size();
   adjusted_.resize(vocab);
   for (size_t i = 0; i < vocab; ++i) adjusted_[i] = std::isnan(logits[i]) ? -kInf : logits[i];
   apply_bias_and_penalties(adjusted_);
+  if (!allowed.empty()) {
+    for (size_t w = 0; w * 64 < vocab; ++w) {
+      const uint64_t bits = w < allowed.size() ? allowed[w] : 0;
+      if (bits == ~uint64_t{0}) continue;
+      const size_t end = std::min(vocab, w * 64 + 64);
+      for (size_t i = w * 64; i < end; ++i) {
+        if (!(bits >> (i - w * 64) & 1)) adjusted_[i] = -kInf;
+      }
+    }
+  }
 
   // The first largest value, so greedy ties go to the lowest id.
   const size_t argmax = static_cast<size_t>(std::max_element(adjusted_.begin(), adjusted_.end()) - adjusted_.begin());

@@ -69,7 +69,10 @@ class Sampler {
   };
 
   // logits: [vocab], not modified. Each call with temperature > 0 uses the next random draw.
-  Expected<Choice> sample(std::span<const float> logits);
+  // `allowed`, when not empty, is a token mask (bit t of word t / 64; a structured-output
+  // constraint): the tokens it leaves out get -inf after step 2, before anything is chosen.
+  // Logprobs stay those of the raw row.
+  Expected<Choice> sample(std::span<const float> logits, std::span<const uint64_t> allowed = {});
 
   // Whether add_device_row() can describe this sampler's choices (it has no logprobs to report).
   bool device_capable() const { return params_.logprobs < 0; }

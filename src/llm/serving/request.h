@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "llm/generation/logprobs.h"
 #include "llm/generation/sampling_params.h"
 #include "llm/generation/stop_matcher.h"
+#include "llm/structured/compiled_grammar.h"
 
 namespace kiln::llm {
 
@@ -29,6 +31,9 @@ struct GenerationRequest {
   // first token, then once N tokens have gathered, and at every choice's end and every
   // non-token event; 0 only at the request's last event (a consumer that answers once, at the end).
   int32_t notify_every = 1;
+  // Structured output: when set, every choice's text follows this grammar (each choice with a
+  // matcher of its own; the compiled grammar is shared and immutable but for its caches).
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
 };
 
 // One generated (or, for prompt logprobs, prompt) token with what the request asked to know of it.

@@ -366,7 +366,7 @@ void ServingLoop::Impl::intake(const std::shared_ptr<ResponseStream>& stream) {
     c->prompt_len = prompt_len;
     SamplingParams params = req.params;
     if (params.seed) params.seed = *params.seed + static_cast<uint64_t>(i);
-    c->emitter.emplace(params, req.prompt, tokenizer, req.skip_special_tokens, eos_ids, max_seq_len);
+    c->emitter.emplace(params, req.prompt, tokenizer, req.skip_special_tokens, eos_ids, max_seq_len, req.grammar);
     r->choices.push_back(std::move(c));
   }
   ChoiceState& first = *r->choices[0];

@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <limits>
 #include <span>
 
@@ -92,7 +93,8 @@ int32_t first_argmax(std::span<const float> x) {
 }  // namespace
 
 TokenEmitter::TokenEmitter(const SamplingParams& params, std::span<const int32_t> prompt, const Tokenizer& tokenizer,
-                           bool skip_special_tokens, std::span<const int32_t> eos_ids, int64_t max_seq_len)
+                           bool skip_special_tokens, std::span<const int32_t> eos_ids, int64_t max_seq_len,
+                           std::shared_ptr<const structured::CompiledGrammar> grammar)
     : sampler_(params, prompt),
       stop_(params, eos_ids),
       decoder_(tokenizer, skip_special_tokens),
@@ -106,6 +108,13 @@ TokenEmitter::TokenEmitter(const SamplingParams& params, std::span<const int32_t
     std::vector<int32_t> ending(params.stop_token_ids);
     if (!params.ignore_eos) ending.insert(ending.end(), eos_ids.begin(), eos_ids.end());
     sampler_.hold_back(std::move(ending));
+  }
+  if (grammar) {
+    ending_ = params.stop_token_ids;
+    if (!params.ignore_eos) ending_.insert(ending_.end(), eos_ids.begin(), eos_ids.end());
+    mask_.assign(grammar->vocabulary().mask_words(), 0);
+    matcher_.emplace(std::move(grammar));
+    plain_greedy_ = false;
   }
 }
 
@@ -122,8 +131,21 @@ Expected<int32_t> TokenEmitter::step(std::span<const float> logits, RequestEvent
       top = top_logprobs(logits, norm, top_logprobs_);
     }
   }
+  if (matcher_) {
+    matcher_->fill_mask(mask_);
+    if (matcher_->can_end()) {
+      for (int32_t t : ending_) {
+        if (t >= 0 && static_cast<size_t>(t) < mask_.size() * 64) mask_[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+      }
+    }
+  }
   if (token < 0) {  // sampling, or a row without a finite logit (the Sampler says so)
-    KILN_ASSIGN_OR_RETURN(Sampler::Choice choice, sampler_.sample(logits));
+    auto sampled = sampler_.sample(logits, mask_);
+    if (!sampled && matcher_) {
+      return invalid_argument("no token can continue the structured output here (the constraint allows none of the "
+                              "tokens the model can produce): " + sampled.status().message());
+    }
+    KILN_ASSIGN_OR_RETURN(Sampler::Choice choice, std::move(sampled));
     sampler_.accept(choice.token);
     token = choice.token;
     logprob = choice.logprob;
@@ -141,6 +163,9 @@ Expected<int32_t> TokenEmitter::step_chosen(int32_t token, RequestEvent& event) 
 
 Expected<int32_t> TokenEmitter::emit(int32_t token, std::optional<float> logprob, std::vector<TokenLogprob> top,
                                      RequestEvent& event) {
+  if (matcher_ && std::find(ending_.begin(), ending_.end(), token) == ending_.end() && !matcher_->accept_token(token)) {
+    return internal_error("the token " + std::to_string(token) + " was chosen against the structured-output constraint");
+  }
   ++num_generated_;
   KILN_ASSIGN_OR_RETURN(std::string piece, decoder_.push(token));
   StopMatcher::Step s = stop_.append(token, piece);
@@ -151,7 +176,11 @@ Expected<int32_t> TokenEmitter::emit(int32_t token, std::optional<float> logprob
   if (!s.stop_token) event.tokens.push_back(TokenInfo{token, logprob, std::move(top)});
   event.finish = s.finish;
   event.stop_string = std::move(s.stop_string);
-  if (event.finish == FinishReason::kNone && prompt_len_ + num_generated_ > max_seq_len_) {
+  if (event.finish == FinishReason::kNone && matcher_ && matcher_->is_complete()) {
+    // The structured output is whole and nothing may follow: the choice ends as at its EOS.
+    event.finish = FinishReason::kStop;
+    event.text += stop_.held_text();
+  } else if (event.finish == FinishReason::kNone && prompt_len_ + num_generated_ > max_seq_len_) {
     // The loop's limit ends it like max_tokens: the sampled token has no position to run at.
     event.finish = FinishReason::kLength;
     event.text += stop_.held_text();

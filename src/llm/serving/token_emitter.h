@@ -8,6 +8,13 @@
 // token is the first largest logit (NaN never wins), which is what Sampler::sample returns for
 // them; anything else goes through the Sampler.
 //
+// Structured outputs: with a grammar, each step masks the tokens the grammar refuses (its end
+// tokens, EOS and stop_token_ids, only where the grammar may end) before the Sampler chooses,
+// and the chosen token advances the choice's GrammarMatcher. A choice whose output is complete
+// (the grammar may end and nothing may follow) ends there with kStop, without waiting for an
+// EOS. Such a choice is not device_capable(): the device sampler takes no mask, so its row is
+// sampled on the host.
+//
 // Also here: the prompt-logprob entry of one prompt token, from the logits row before it.
 #pragma once
 
@@ -18,6 +25,7 @@
 
 #include "llm/generation/sampler.h"
 #include "llm/generation/stop_matcher.h"
+#include "llm/structured/grammar_matcher.h"
 #include "llm/serving/request.h"
 #include "llm/tokenizers/stream_decoder.h"
 
@@ -27,8 +35,10 @@ class TokenEmitter {
  public:
   // `params` must have passed validate(); a seeded request passes seed + choice index here.
   // `eos_ids` are copied. A sequence whose length reaches `max_seq_len` ends with kLength.
+  // `grammar`, when set, constrains the text (see above).
   TokenEmitter(const SamplingParams& params, std::span<const int32_t> prompt, const Tokenizer& tokenizer,
-               bool skip_special_tokens, std::span<const int32_t> eos_ids, int64_t max_seq_len);
+               bool skip_special_tokens, std::span<const int32_t> eos_ids, int64_t max_seq_len,
+               std::shared_ptr<const structured::CompiledGrammar> grammar = nullptr);
 
   // Samples from `logits` [vocab] and fills `event` (a kDelta: its text, at most one token, and
   // the finish reason when this token ends the choice). Returns the sampled token, which the
@@ -40,7 +50,7 @@ class TokenEmitter {
   // chosen by the backend. add_device_row() appends its row for this step; step_chosen() then
   // takes the token the backend returned (-1: the row had no finite logit) and does the rest of
   // step().
-  bool device_capable() const { return sampler_.device_capable(); }
+  bool device_capable() const { return sampler_.device_capable() && !matcher_; }
   void add_device_row(runtime::SamplingBatch& batch) { sampler_.add_device_row(batch); }
   Expected<int32_t> step_chosen(int32_t token, RequestEvent& event);
 
@@ -58,6 +68,9 @@ class TokenEmitter {
   int64_t prompt_len_;
   int64_t max_seq_len_;
   bool plain_greedy_;
+  std::optional<structured::GrammarMatcher> matcher_;
+  std::vector<int32_t> ending_;   // with a grammar: the tokens that end the choice
+  std::vector<uint64_t> mask_;    // with a grammar: this step's allowed tokens
   bool want_logprobs_;
   int32_t top_logprobs_;
   int32_t num_generated_ = 0;

@@ -79,8 +79,8 @@ ApiService::Reply ApiService::handle(const HttpRequest& req, const std::string& 
     }
     case Endpoint::kCompletions:
     case Endpoint::kChat: {
-      auto plan = route.endpoint == Endpoint::kChat ? parse_chat_request(j, model_, request_id)
-                                                    : parse_completion_request(j, model_, request_id);
+      auto plan = route.endpoint == Endpoint::kChat ? parse_chat_request(j, model_, request_id, req.body)
+                                                    : parse_completion_request(j, model_, request_id, req.body);
       if (auto* e = std::get_if<ApiError>(&plan)) return p.refuse(*e);
       auto format = route.endpoint == Endpoint::kChat ? make_chat_format(model_) : make_completion_format(model_);
       return submit(std::move(std::get<GenerationPlan>(plan)), std::move(format), p.take());

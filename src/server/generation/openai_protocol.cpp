@@ -35,32 +35,147 @@ void check_model(RequestFields& f, const ServedModel& m) {
 // What to say of a field OpenAI's or vLLM's clients may send and this server does not support.
 std::string unsupported_hint(std::string_view field) {
   if (field == "functions" || field == "function_call") return "use tools and tool_choice instead";
-  if (field == "structured_outputs" || field.starts_with("guided_")) {
-    return "constraining the output (JSON, regex, choice, grammar) is not supported yet";
+  if (field.starts_with("guided_")) {
+    return "use structured_outputs (json, regex, choice or grammar) or response_format";
   }
   if (field == "prompt_logprobs") return "use echo with logprobs on /v1/completions";
   return {};
 }
 
-// response_format: text is what every answer is; JSON output is not supported yet, and anything
-// else is not a format.
-void read_response_format(RequestFields& f) {
+// A structured-output constraint as the request states it, before it is compiled.
+struct ConstraintSpec {
+  llm::structured::ConstraintKind kind;
+  std::string source;
+  std::string field;  // the request field, for errors
+};
+
+// The JSON text of the value at `path` in the raw body, members in their written order; the
+// parsed value's text when the raw body is not given.
+std::string ordered_json_text(std::string_view raw_body, std::initializer_list<const char*> path, const json& parsed) {
+  if (!raw_body.empty()) {
+    auto ordered = nlohmann::ordered_json::parse(raw_body, nullptr, false);
+    const nlohmann::ordered_json* at = &ordered;
+    for (const char* key : path) {
+      if (!at->is_object() || !at->contains(key)) {
+        at = nullptr;
+        break;
+      }
+      at = &(*at)[key];
+    }
+    if (at) return at->dump();
+  }
+  return parsed.dump();
+}
+
+// response_format: text, json_object (any JSON object) or json_schema {name, schema, strict,
+// description}.
+std::optional<ConstraintSpec> read_response_format(RequestFields& f, std::string_view raw_body) {
   const json* rf = f.get("response_format");
-  if (!rf || f.error()) return;
+  if (!rf || f.error()) return std::nullopt;
   auto type = rf->is_object() ? rf->find("type") : rf->end();
   if (!rf->is_object() || type == rf->end() || !type->is_string()) {
     f.fail_field("response_format", "response_format must be an object with a type (text, json_object or json_schema)");
-    return;
+    return std::nullopt;
   }
   const std::string t = type->get<std::string>();
-  if (t == "text") return;
-  if (t == "json_object" || t == "json_schema") {
-    f.fail_field("response_format", "response_format type '" + t +
-                                        "' is not supported yet: this server cannot constrain its output to JSON; "
-                                        "leave response_format out or set its type to text");
-    return;
+  if (t != "text" && t != "json_object" && t != "json_schema") {
+    f.fail_field("response_format", "response_format.type must be one of text, json_object, json_schema; got '" + t + "'");
+    return std::nullopt;
   }
-  f.fail_field("response_format", "response_format.type must be one of text, json_object, json_schema; got '" + t + "'");
+  RequestFields rff(*rf, "response_format.");
+  (void)rff.string("type");
+  std::optional<ConstraintSpec> spec;
+  if (t == "json_object") spec = ConstraintSpec{llm::structured::ConstraintKind::kJsonObject, "", "response_format"};
+  if (t == "json_schema") {
+    const json* js = rff.get("json_schema");
+    if (!js || !js->is_object()) {
+      rff.fail_field("json_schema", "response_format.json_schema must be an object with a name and a schema");
+    } else {
+      RequestFields jf(*js, "response_format.json_schema.");
+      (void)jf.string("name");
+      (void)jf.string("description");
+      (void)jf.boolean("strict");  // the schema is always enforced, strict or not
+      const json* schema = jf.get("schema");
+      if (!schema && !jf.error()) jf.fail_field("schema", "response_format.json_schema.schema is required");
+      jf.reject_unread();
+      if (jf.error()) rff.fail(*jf.error());
+      if (schema && !jf.error()) {
+        spec = ConstraintSpec{llm::structured::ConstraintKind::kJsonSchema,
+                              ordered_json_text(raw_body, {"response_format", "json_schema", "schema"}, *schema),
+                              "response_format.json_schema.schema"};
+      }
+    }
+  }
+  rff.reject_unread();
+  if (rff.error()) {
+    f.fail(*rff.error());
+    return std::nullopt;
+  }
+  return spec;
+}
+
+// vLLM's structured_outputs: exactly one of json (a schema, or its JSON text), regex, choice
+// (a list of strings) or grammar (docs/structured-outputs.md).
+std::optional<ConstraintSpec> read_structured_outputs(RequestFields& f, std::string_view raw_body) {
+  const json* so = f.get("structured_outputs");
+  if (!so || f.error()) return std::nullopt;
+  if (!so->is_object()) {
+    f.fail_field("structured_outputs", "structured_outputs must be an object with one of json, regex, choice, grammar");
+    return std::nullopt;
+  }
+  RequestFields sf(*so, "structured_outputs.");
+  std::vector<ConstraintSpec> specs;
+  if (const json* j = sf.get("json")) {
+    if (j->is_string()) {
+      specs.push_back({llm::structured::ConstraintKind::kJsonSchema, j->get<std::string>(), "structured_outputs.json"});
+    } else if (j->is_object()) {
+      specs.push_back({llm::structured::ConstraintKind::kJsonSchema,
+                       ordered_json_text(raw_body, {"structured_outputs", "json"}, *j), "structured_outputs.json"});
+    } else {
+      sf.fail_field("json", "structured_outputs.json must be a JSON schema (an object, or its JSON text)");
+    }
+  }
+  if (auto r = sf.string("regex")) specs.push_back({llm::structured::ConstraintKind::kRegex, *r, "structured_outputs.regex"});
+  if (const json* c = sf.get("choice")) {
+    specs.push_back({llm::structured::ConstraintKind::kChoice, c->dump(), "structured_outputs.choice"});
+  }
+  if (auto g = sf.string("grammar")) specs.push_back({llm::structured::ConstraintKind::kGrammar, *g, "structured_outputs.grammar"});
+  sf.reject_unread();
+  if (!sf.error() && specs.size() != 1) {
+    sf.fail(ApiError::bad_field("structured_outputs", "structured_outputs must hold exactly one of json, regex, choice, "
+                                                      "grammar; it holds " + std::to_string(specs.size())));
+  }
+  if (sf.error()) {
+    f.fail(*sf.error());
+    return std::nullopt;
+  }
+  return specs[0];
+}
+
+// Both constraint fields, at most one of them constraining; the compiled grammar (from the
+// model's cache) or nothing.
+std::shared_ptr<const llm::structured::CompiledGrammar> read_constraint(RequestFields& f, const ServedModel& m,
+                                                                        std::string_view raw_body) {
+  auto format = read_response_format(f, raw_body);
+  auto outputs = read_structured_outputs(f, raw_body);
+  if (f.error()) return nullptr;
+  if (format && outputs) {
+    f.fail_field("structured_outputs", "give structured_outputs or a json response_format, not both");
+    return nullptr;
+  }
+  const std::optional<ConstraintSpec>& spec = format ? format : outputs;
+  if (!spec) return nullptr;
+  if (!m.grammars) {
+    f.fail_field(spec->field.substr(0, spec->field.find('.')).c_str(), "structured outputs are not available for this model");
+    return nullptr;
+  }
+  auto compiled = m.grammars->get(spec->kind, spec->source, spec->field);
+  if (!compiled) {
+    const std::string param = spec->field.substr(0, spec->field.find('.'));
+    f.fail(ApiError::bad_field(param, compiled.status().message()));
+    return nullptr;
+  }
+  return std::move(*compiled);
 }
 
 // The end user's id, for the access log.
@@ -168,6 +283,15 @@ ApiResult<GenerationPlan> finish_plan(GenerationPlan plan, std::vector<Prompt> p
     if (Status s = llm::validate(r.params, m.vocab_size); !s) return ApiError::bad_request(s.message());
     plan.requests.push_back(std::move(r));
     plan.prompt_texts.push_back(std::move(prompts[i].text));
+  }
+  return plan;
+}
+
+// Every engine request of the plan follows `grammar` (when there is one).
+ApiResult<GenerationPlan> with_grammar(ApiResult<GenerationPlan> plan,
+                                       const std::shared_ptr<const llm::structured::CompiledGrammar>& grammar) {
+  if (auto* p = std::get_if<GenerationPlan>(&plan)) {
+    for (llm::GenerationRequest& r : p->requests) r.grammar = grammar;
   }
   return plan;
 }
@@ -298,7 +422,8 @@ ApiResult<std::string> render_chat(const json& body, const ServedModel& m, Reque
 
 }  // namespace
 
-ApiResult<GenerationPlan> parse_completion_request(const json& body, const ServedModel& m, const std::string& request_id) {
+ApiResult<GenerationPlan> parse_completion_request(const json& body, const ServedModel& m, const std::string& request_id,
+                                                   std::string_view raw_body) {
   RequestFields f(body);
   GenerationPlan plan;
   plan.api = Api::kCompletions;
@@ -322,7 +447,7 @@ ApiResult<GenerationPlan> parse_completion_request(const json& body, const Serve
   if (auto v = f.boolean("skip_special_tokens")) skip_special = *v;
   llm::SamplingParams params = m.defaults;
   read_sampling_fields(f, m.vocab_size, params);
-  read_response_format(f);
+  auto grammar = read_constraint(f, m, raw_body);
   read_user(f, plan);
   f.reject_unread(unsupported_hint);
   if (f.error()) return *f.error();
@@ -332,11 +457,13 @@ ApiResult<GenerationPlan> parse_completion_request(const json& body, const Serve
   for (size_t i = 0; i < list.size(); ++i) plan.log_prompt += (i ? "\n" : "") + list[i].text;
   params.logprobs = plan.logprobs;
   const int32_t prompt_logprobs = plan.echo && plan.logprobs >= 0 ? plan.logprobs : -1;
-  return finish_plan(std::move(plan), std::move(list), params, max_tokens, "max_tokens", "prompt", 16, prompt_logprobs,
-                     skip_special, m, request_id);
+  return with_grammar(finish_plan(std::move(plan), std::move(list), params, max_tokens, "max_tokens", "prompt", 16,
+                                 prompt_logprobs, skip_special, m, request_id),
+                     grammar);
 }
 
-ApiResult<GenerationPlan> parse_chat_request(const json& body, const ServedModel& m, const std::string& request_id) {
+ApiResult<GenerationPlan> parse_chat_request(const json& body, const ServedModel& m, const std::string& request_id,
+                                             std::string_view raw_body) {
   RequestFields f(body);
   GenerationPlan plan;
   plan.api = Api::kChat;
@@ -364,7 +491,7 @@ ApiResult<GenerationPlan> parse_chat_request(const json& body, const ServedModel
   if (auto v = f.boolean("add_special_tokens")) add_special = *v;
   llm::SamplingParams params = m.defaults;
   read_sampling_fields(f, m.vocab_size, params);
-  read_response_format(f);
+  auto grammar = read_constraint(f, m, raw_body);
   read_user(f, plan);
   if (f.error()) return *f.error();
   auto text = render_chat(body, m, f);
@@ -379,8 +506,9 @@ ApiResult<GenerationPlan> parse_chat_request(const json& body, const ServedModel
   prompts.push_back({std::get<std::string>(text), std::move(*ids)});
   params.logprobs = plan.logprobs;
   const int64_t len = static_cast<int64_t>(prompts[0].tokens.size());
-  return finish_plan(std::move(plan), std::move(prompts), params, max_tokens, max_field, "messages",
-                     std::max<int64_t>(1, m.max_seq_len - len), -1, skip_special, m, request_id);
+  return with_grammar(finish_plan(std::move(plan), std::move(prompts), params, max_tokens, max_field, "messages",
+                                 std::max<int64_t>(1, m.max_seq_len - len), -1, skip_special, m, request_id),
+                     grammar);
 }
 
 ApiResult<std::string> tokenize_response(const json& body, const ServedModel& m) {

@@ -23,10 +23,12 @@ inline constexpr int64_t kMaxChoices = 16;    // n, and prompts x n for list pro
 inline constexpr size_t kMaxPrompts = 16;     // prompts in one completions request
 inline constexpr size_t kMaxMessages = 1024;  // chat messages in one request
 
+// `raw_body`, the body's text, gives a JSON schema's properties in their written order (the
+// order structured outputs write them in); without it they follow the parsed body's order.
 ApiResult<GenerationPlan> parse_completion_request(const nlohmann::json& body, const ServedModel& model,
-                                                   const std::string& request_id);
+                                                   const std::string& request_id, std::string_view raw_body = {});
 ApiResult<GenerationPlan> parse_chat_request(const nlohmann::json& body, const ServedModel& model,
-                                             const std::string& request_id);
+                                             const std::string& request_id, std::string_view raw_body = {});
 
 // vLLM's /tokenize ({"prompt"} or {"messages"}) and /detokenize ({"tokens"}): the response body.
 ApiResult<std::string> tokenize_response(const nlohmann::json& body, const ServedModel& model);

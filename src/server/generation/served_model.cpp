@@ -19,6 +19,7 @@ Expected<ServedModel> served_model_from_files(const std::map<std::string, std::s
   m.vocab_size = vocab_size;
   m.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   KILN_ASSIGN_OR_RETURN(m.tokenizer, llm::tokenizer_from_files(files));
+  m.grammars = std::make_shared<llm::structured::GrammarCache>(*m.tokenizer);
   if (auto it = files.find("generation_config.json"); it != files.end()) {
     auto defaults = llm::generation_defaults_from_json(it->second);
     if (!defaults) return defaults.status().with_context("generation_config.json");

@@ -15,6 +15,7 @@
 #include "base/status.h"
 #include "llm/generation/sampling_params.h"
 #include "llm/jinja/chat_template.h"
+#include "llm/structured/grammar_cache.h"
 #include "llm/tokenizers/tokenizer.h"
 
 namespace kiln::server {
@@ -28,6 +29,8 @@ struct ServedModel {
   int64_t max_seq_len = 0;
   int64_t vocab_size = 0;
   int64_t created = 0;            // unix seconds, for /v1/models
+  // Structured outputs' compiled grammars (thread-safe; it borrows the tokenizer above).
+  std::shared_ptr<llm::structured::GrammarCache> grammars;
 
   // The text of one token as clients see it in logprobs ("" when it does not decode).
   std::string token_text(int32_t id) const;

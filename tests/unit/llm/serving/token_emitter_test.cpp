@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "llm/structured/grammar_cache.h"
 #include "unit/llm/serving/serving_test_support.h"
 
 namespace kiln::llm {
@@ -181,6 +182,46 @@ TEST(TokenEmitter, PromptTokenInfo) {
   ASSERT_EQ(info.top.size(), 2u);
   EXPECT_EQ(info.top[0].token, 9);
   EXPECT_EQ(info.top[1].token, 4);
+}
+
+// Random rows through a grammar: the text is always a sentence of it, each complete choice ends
+// with kStop (by its end or by EOS where the grammar may end), and the choice is sampled on the host.
+TEST(TokenEmitter, AGrammarHoldsEveryChoiceToItsLanguage) {
+  structured::GrammarCache cache(demo_tokenizer());
+  auto g = cache.get(structured::ConstraintKind::kRegex, "(cat|dog)s? [0-9]{1,3}( and more)?", "regex");
+  ASSERT_TRUE(g.has_value()) << g.status().message();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const std::vector<int32_t> eos = {1};
+  int stopped = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.seed = static_cast<uint64_t>(trial);
+    p.max_tokens = 40;
+    TokenEmitter emitter(p, std::vector<int32_t>{0}, demo_tokenizer(), false, eos, 1000, *g);
+    EXPECT_FALSE(emitter.device_capable());
+    std::string text;
+    FinishReason finish = FinishReason::kNone;
+    while (!emitter.finished()) {
+      std::vector<float> row(kVocab);
+      for (float& x : row) x = normal(rng);
+      row[1] += 4.0f;  // EOS is likely whenever it is allowed
+      RequestEvent event;
+      ASSERT_TRUE(emitter.step(row, event).has_value());
+      text += event.text;
+      finish = event.finish;
+    }
+    structured::GrammarMatcher m(*g);
+    if (finish == FinishReason::kStop) {
+      ++stopped;
+      EXPECT_TRUE(m.accept_bytes(text) && m.can_end()) << text;
+    } else {
+      EXPECT_EQ(finish, FinishReason::kLength);
+      EXPECT_TRUE(m.accept_bytes(text)) << text;
+    }
+  }
+  EXPECT_GT(stopped, 30);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "llm/structured/grammar_matcher.h"
 #include "server/generation/kserve_protocol.h"
 #include "server/request_fields.h"
 
@@ -176,7 +177,15 @@ TEST(OpenAiCompletions, MalformedBodiesAre400NamingTheField) {
       {R"({"prompt": "x", "ignore_eos": 1})", "ignore_eos"},
       {R"({"prompt": "x", "stop_token_ids": [9999999]})", "stop_token_ids"},
       {R"({"prompt": "x", "min_tokens": -1})", "min_tokens"},
-      {R"({"prompt": "x", "response_format": {"type": "json_object"}})", "response_format"},
+      {R"({"prompt": "x", "response_format": {"type": "json_object", "extra": 1}})", "response_format.extra"},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "number",
+          "multipleOf": 2}}}})", "response_format"},
+      {R"({"prompt": "x", "structured_outputs": {"regex": "a", "choice": ["b"]}})", "structured_outputs"},
+      {R"({"prompt": "x", "structured_outputs": {"grammar": "root ::= \"a"}})", "structured_outputs"},
+      {R"({"prompt": "x", "structured_outputs": {"whitespace_pattern": " "}})", "structured_outputs.whitespace_pattern"},
+      {R"({"prompt": "x", "structured_outputs": {"choice": []}})", "structured_outputs"},
+      {R"({"prompt": "x", "structured_outputs": {"regex": "a"}, "response_format": {"type": "json_object"}})",
+       "structured_outputs"},
       {R"({"prompt": "x", "response_format": {"type": "yaml"}})", "response_format"},
       {R"({"prompt": "x", "response_format": "json"})", "response_format"},
       {R"({"prompt": "x", "guided_json": {}})", "guided_json"},
@@ -246,7 +255,7 @@ TEST(OpenAiChat, MalformedBodiesAre400NamingTheField) {
       {R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 0})", "max_completion_tokens"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "model": "other"})", "model", 404},
       {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {}}})",
-       "response_format"},
+       "response_format.json_schema.schema"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "bogus"}})", "response_format"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": {"type": "function", "function": {"name": "f"}}})",
        "tool_choice"},
@@ -498,6 +507,54 @@ TEST(KServe, ResponsesAndMetadata) {
   EXPECT_EQ(chunk["finish_reason"], "length");
   EXPECT_EQ(json::parse(kserve_model_metadata(demo()))["name"], "demo");
   EXPECT_EQ(json::parse(kserve_server_metadata())["extensions"][0], "generate");
+}
+
+}  // namespace
+}  // namespace kiln::server
+
+namespace kiln::server {
+namespace {
+
+// Whether the plan's grammar accepts `text` as a whole output.
+bool plan_accepts(const GenerationPlan& plan, std::string_view text) {
+  llm::structured::GrammarMatcher m(plan.requests.at(0).grammar);
+  return m.accept_bytes(text) && m.can_end();
+}
+
+TEST(OpenAiStructuredOutputs, JsonSchemaKeepsThePropertyOrderOfTheBody) {
+  const std::string body = R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
+      "json_schema": {"name": "p", "strict": true, "schema": {"type": "object", "properties": {"zeta": {"type": "integer"},
+      "alpha": {"type": "boolean"}}, "required": ["zeta", "alpha"], "additionalProperties": false}}}})";
+  auto r = parse_chat_request(json::parse(body), demo(), "req", body);
+  ASSERT_TRUE(std::holds_alternative<GenerationPlan>(r)) << std::get<ApiError>(r).message;
+  const auto& plan = std::get<GenerationPlan>(r);
+  ASSERT_TRUE(plan.requests.at(0).grammar);
+  EXPECT_TRUE(plan_accepts(plan, R"({"zeta": 3, "alpha": true})"));
+  EXPECT_FALSE(plan_accepts(plan, R"({"alpha": true, "zeta": 3})"));
+}
+
+TEST(OpenAiStructuredOutputs, EachKindCompilesAndRepeatsComeFromTheCache) {
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"structured_outputs": {"choice": ["red", "green"]}})", "green"},
+      {R"({"structured_outputs": {"regex": "[0-9]{3}-[a-z]+"}})", "123-abc"},
+      {R"({"structured_outputs": {"grammar": "root ::= \"yes\" | \"no\""}})", "no"},
+      {R"({"structured_outputs": {"json": "{\"type\": \"array\", \"items\": {\"type\": \"integer\"}}"}})", "[1, 2]"},
+      {R"({"structured_outputs": {"json": {"type": "string", "format": "ipv4"}}})", R"("10.0.0.255")"},
+      {R"({"response_format": {"type": "json_object"}})", R"({"k": [null]})"},
+  };
+  for (const auto& [fields, output] : cases) {
+    json body = json::parse(fields);
+    body["prompt"] = "x";
+    const auto before = demo().grammars->stats();
+    for (int i = 0; i < 2; ++i) {
+      auto r = parse_completion_request(body, demo(), "req", body.dump());
+      ASSERT_TRUE(std::holds_alternative<GenerationPlan>(r)) << fields << ": " << std::get<ApiError>(r).message;
+      EXPECT_TRUE(plan_accepts(std::get<GenerationPlan>(r), output)) << fields;
+      EXPECT_FALSE(plan_accepts(std::get<GenerationPlan>(r), output + "!")) << fields;
+    }
+    const auto after = demo().grammars->stats();
+    EXPECT_GE(after.hits - before.hits, 1) << fields;
+  }
 }
 
 }  // namespace
