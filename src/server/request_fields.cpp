@@ -207,7 +207,40 @@ void read_sampling_fields(RequestFields& f, int64_t vocab_size, llm::SamplingPar
   }
 }
 
+namespace {
+
+// The deepest nesting of arrays and objects in a JSON text (strings skipped), found without
+// recursion: what reads a body later (dumps, schema compilers, templates) may recurse.
+int json_nesting(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+}  // namespace
+
 ApiResult<nlohmann::json> parse_json_object(const std::string& body) {
+  if (const int depth = json_nesting(body); depth > kMaxJsonNesting) {
+    return ApiError::bad_request("the request body nests arrays and objects " + std::to_string(depth) +
+                                 " deep; at most " + std::to_string(kMaxJsonNesting) + " levels are allowed");
+  }
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(body);

@@ -58,8 +58,12 @@ class RequestFields {
 // values already in `params` (the model's defaults).
 void read_sampling_fields(RequestFields& f, int64_t vocab_size, llm::SamplingParams& params);
 
+// How deep a request body may nest arrays and objects (a JSON Schema, tools, chat messages and
+// tensor data nest far less): the code that reads a body may recurse through it.
+inline constexpr int kMaxJsonNesting = 128;
+
 // Parses a request body that must be a JSON object: 400 for invalid JSON (including invalid
-// UTF-8) or another JSON type.
+// UTF-8), nesting deeper than kMaxJsonNesting, or another JSON type.
 ApiResult<nlohmann::json> parse_json_object(const std::string& body);
 
 // A JSON text for a response: invalid UTF-8 (a token cut in the middle of a character) is

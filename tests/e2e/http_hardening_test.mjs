@@ -200,6 +200,14 @@ test('errors speak for themselves: JSON parse errors, unknown models, min_tokens
     assert.doesNotMatch(r.json.error.message, /json\.exception|\[json/, r.json.error.message);
     assert.match(r.json.error.message, /not valid JSON/);
   }
+  // A body nested far deeper than any request needs (here a schema) is refused before anything
+  // recursive reads it, and the server stays up.
+  const deepSchema = '{"type":"array","items":'.repeat(100000) + '{"type":"integer"}' + '}'.repeat(100000);
+  const deep = await post(server.base, '/v1/completions',
+    `{"model":"${model}","prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"d","schema":${deepSchema}}}}`);
+  assert.equal(deep.status, 400);
+  assert.match(deep.json.error.message, /nests arrays and objects \d+ deep/);
+  assert.equal((await get(server.base, '/health')).status, 200);
   // OpenAI and vLLM answer an unknown model with 404.
   for (const p of ['/v1/completions', '/v1/chat/completions']) {
     const r = await post(server.base, p, { model: 'no-such-model', prompt: PROMPT, messages: [{ role: 'user', content: 'x' }] });

@@ -323,6 +323,15 @@ TEST(OpenAiBody, InvalidJsonAndInvalidUtf8AreRefused) {
     EXPECT_EQ(std::get<ApiError>(r).message.find("json.exception"), std::string::npos) << std::get<ApiError>(r).message;
   }
   EXPECT_TRUE(std::holds_alternative<json>(parse_json_object("{\"prompt\": \"caf\xc3\xa9\"}")));
+  // Nesting is bounded before anything recursive reads the body; brackets in strings do not count.
+  const auto nested = [](int depth) {
+    return "{\"a\": " + std::string(static_cast<size_t>(depth), '[') + std::string(static_cast<size_t>(depth), ']') + "}";
+  };
+  EXPECT_TRUE(std::holds_alternative<json>(parse_json_object(nested(kMaxJsonNesting - 1))));
+  auto deep = parse_json_object(nested(200000));
+  ASSERT_TRUE(std::holds_alternative<ApiError>(deep));
+  EXPECT_NE(std::get<ApiError>(deep).message.find("200001 deep"), std::string::npos) << std::get<ApiError>(deep).message;
+  EXPECT_TRUE(std::holds_alternative<json>(parse_json_object("{\"a\": \"" + std::string(500, '[') + "\\\"\"}")));
 }
 
 TEST(OpenAiTokenize, RoundTrip) {
