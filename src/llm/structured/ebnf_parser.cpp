@@ -260,15 +260,7 @@ class EbnfParser {
       }
       if (at_end()) continue;
       const char e = s_[pos_++];
-      auto hex = [&](size_t digits) -> std::optional<uint32_t> {
-        uint32_t v = 0;
-        for (size_t i = 0; i < digits; ++i) {
-          if (at_end() || !std::isxdigit(static_cast<unsigned char>(s_[pos_]))) return std::nullopt;
-          const char h = s_[pos_++];
-          v = v * 16 + static_cast<uint32_t>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
-        }
-        return v;
-      };
+      auto hex = [&](size_t digits) { return read_hex_digits(s_, pos_, digits); };
       switch (e) {
         case 'n': bytes += '\n'; break;
         case 't': bytes += '\t'; break;

@@ -203,15 +203,7 @@ class RegexParser {
     const CodepointSet word = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
     const CodepointSet space = {{'\t', '\r'}, {' ', ' '}};
     auto add = [&](const CodepointSet& s) { set.insert(set.end(), s.begin(), s.end()); };
-    auto hex = [&](size_t digits) -> std::optional<uint32_t> {
-      uint32_t v = 0;
-      for (size_t i = 0; i < digits; ++i) {
-        if (at_end() || !std::isxdigit(static_cast<unsigned char>(s_[pos_]))) return std::nullopt;
-        const char h = s_[pos_++];
-        v = v * 16 + static_cast<uint32_t>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
-      }
-      return v;
-    };
+    auto hex = [&](size_t digits) { return read_hex_digits(s_, pos_, digits); };
     switch (c) {
       case 'd': add(digit); return true;
       case 'D': add(codepoint_set_complement(digit)); return true;

@@ -1,6 +1,7 @@
 #include "llm/structured/utf8_ranges.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 
 namespace kiln::llm::structured {
@@ -140,6 +141,16 @@ Expr codepoint_set_expr(const CodepointSet& set, bool json_string) {
     }
   }
   return Expr::alt(std::move(alternatives));
+}
+
+std::optional<uint32_t> read_hex_digits(std::string_view text, size_t& pos, size_t digits) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < digits; ++i) {
+    if (pos >= text.size() || !std::isxdigit(static_cast<unsigned char>(text[pos]))) return std::nullopt;
+    const char h = text[pos++];
+    v = v * 16 + static_cast<uint32_t>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+  }
+  return v;
 }
 
 }  // namespace kiln::llm::structured

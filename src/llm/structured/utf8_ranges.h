@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "llm/structured/grammar.h"
@@ -31,5 +33,9 @@ std::vector<std::vector<std::pair<uint8_t, uint8_t>>> utf8_sequences(uint32_t lo
 // One character of `set`. json_string: as written inside a JSON string, so '"', '\' and U+0000
 // to U+001F appear only escaped (\", \\, \n, \t, \r, \b, \f, \u00XX).
 Expr codepoint_set_expr(const CodepointSet& set, bool json_string);
+
+// The value of `digits` hex digits of `text` from `pos` (a \x or \u escape's), `pos` moved past
+// them; nothing when one of them is missing or not a hex digit.
+std::optional<uint32_t> read_hex_digits(std::string_view text, size_t& pos, size_t digits);
 
 }  // namespace kiln::llm::structured
