@@ -9,9 +9,6 @@
 #include <boost/beast/http/parser.hpp>
 #include <cstddef>
 #include <cstdint>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 
 #include "server/generation/kserve_protocol.h"
@@ -20,26 +17,16 @@
 #include "server/request_fields.h"
 #include "server/request_gate.h"
 #include "server/server_config.h"
+#include "support/demo_served_model.h"
 
 namespace {
 
 namespace http = boost::beast::http;
 using namespace kiln::server;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 const ServedModel& demo() {
   static const ServedModel* m = [] {
-    std::map<std::string, std::string> files;
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
-      files[f] = read_file(std::string(KILN_SOURCE_DIR) + "/models/demo/" + f);
-    }
-    auto r = served_model_from_files(files, "demo", 512, 8192, std::nullopt);
+    auto r = kiln::testing::demo_served_model();
     if (!r) __builtin_trap();
     return new ServedModel(std::move(*r));
   }();

@@ -2,33 +2,21 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "llm/structured/grammar_matcher.h"
 #include "server/generation/kserve_protocol.h"
 #include "server/request_fields.h"
+#include "support/demo_served_model.h"
 
 namespace kiln::server {
 namespace {
 
 using nlohmann::json;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using kiln::testing::read_source_file;
 
-// The demo model's tokenizer, template and generation config, as an engine would carry them.
 const ServedModel& demo() {
   static ServedModel* m = [] {
-    std::map<std::string, std::string> files;
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
-      files[f] = read_file(std::string(KILN_SOURCE_DIR) + "/models/demo/" + f);
-    }
-    auto r = served_model_from_files(files, "demo", 512, 8192, std::nullopt);
+    auto r = kiln::testing::demo_served_model();
     EXPECT_TRUE(r.has_value()) << r.status().message();
     return new ServedModel(std::move(*r));
   }();
@@ -297,7 +285,7 @@ TEST(OpenAiChat, FieldsAreReadOrRefusedNeverIgnored) {
 
 TEST(OpenAiChat, ModelWithoutTemplateIsAClearError) {
   std::map<std::string, std::string> files = {
-      {"tokenizer.json", read_file(std::string(KILN_SOURCE_DIR) + "/models/demo/tokenizer.json")}};
+      {"tokenizer.json", read_source_file(std::string(KILN_SOURCE_DIR) + "/models/demo/tokenizer.json")}};
   auto m = served_model_from_files(files, "bare", 512, 8192, std::nullopt);
   ASSERT_TRUE(m.has_value()) << m.status().message();
   auto r = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "hi"}]})"), *m, "req");
