@@ -439,14 +439,16 @@ test('the ScaledObjects\' queries cross their thresholds in a real Prometheus du
   ], { stdio: 'ignore' });
   const promBase = `http://127.0.0.1:${promPort}`;
   // A query's value; an empty result counts as 0, as KEDA's ignoreNullValues (default true) does.
+  // Null while Prometheus is not yet listening or answers 503 (its storage is still starting).
   const value = async (q) => {
     let r;
     try {
       r = await get(promBase, '/api/v1/query?query=' + encodeURIComponent(q));
     } catch {
-      return null;  // not listening yet
+      return null;
     }
-    assert.equal(r.json?.status, 'success', `${q}: ${r.text}`);
+    if (r.status === 503) return null;
+    assert.equal(r.json?.status, 'success', `${q}: ${r.status} ${r.text}`);
     assert.ok(r.json.data.result.length <= 1, `${q} returns one series at most`);
     return r.json.data.result.length ? Number(r.json.data.result[0].value[1]) : 0;
   };
@@ -455,43 +457,56 @@ test('the ScaledObjects\' queries cross their thresholds in a real Prometheus du
   let sampling = true;
   const t0 = Date.now();
   const seconds = () => (Date.now() - t0) / 1000;
+  // The sampler stops at its first error and keeps it; every wait below also ends when it stops.
+  let samplerError = null;
   const sampler = (async () => {
-    while (sampling) {
-      const values = await Promise.all(queries.map((q) => value(q.query)));
-      if (values.every((v) => v !== null)) samples.push({ t: seconds(), phase, values });
-      await new Promise((r) => setTimeout(r, 1000));
+    try {
+      while (sampling) {
+        const values = await Promise.all(queries.map((q) => value(q.query)));
+        if (values.every((v) => v !== null)) samples.push({ t: seconds(), phase, values });
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    } catch (e) {
+      samplerError = e;
     }
   })();
+  const checkSampler = () => { if (samplerError) throw samplerError; };
   const count = (p) => samples.filter((x) => x.phase === p).length;
   try {
     const up = await waitFor(async () => (await value(`up{job="${scrape.job}", namespace="${scrape.labels.namespace}"}`)) === 1,
       { timeoutMs: 60000, stepMs: 250 });
     assert.ok(up, 'prometheus scrapes kiln serve as the PodMonitor would');
     phase = 'before';
-    assert.ok(await waitFor(() => count('before') >= 2, { timeoutMs: 10000, stepMs: 100 }), 'two samples before the burst');
+    const twoBefore = await waitFor(() => samplerError || count('before') >= 2, { timeoutMs: 20000, stepMs: 100 });
+    checkSampler();
+    assert.ok(twoBefore, 'two samples before the burst');
     // The burst: 12 clients, each sending short generations back to back for 6 s (and until three
     // samples were taken), keep about 10 requests waiting however fast the machine is.
     phase = 'burst';
     const clients = 12;
     const until = Date.now() + 6000;
+    const deadline = until + 60000;  // however slow the sampler, the burst ends
     const statuses = [];
     await Promise.all(Array.from({ length: clients }, async (_, c) => {
-      for (let i = 0; Date.now() < until || count('burst') < 3; ++i) {
+      for (let i = 0; Date.now() < until || (count('burst') < 3 && !samplerError && Date.now() < deadline); ++i) {
         const r = await post(server.base, '/v1/completions',
           { prompt: `Client ${c}, request ${i}: it is a truth universally`, max_tokens: 16, ignore_eos: true });
         statuses.push(r.status);
       }
     }));
     const burstEnd = seconds();
+    checkSampler();
+    assert.ok(count('burst') >= 3, `three samples during the burst (${count('burst')} taken)`);
     assert.deepEqual(statuses, Array(statuses.length).fill(200), 'every request of the burst is answered');
     // After: until every query is back at or under its level (a rate waits for its window to pass).
     phase = 'after';
     const settled = await waitFor(() => {
       const last = samples.at(-1);
-      return last.phase === 'after' && queries.every((q, i) => last.values[i] <= q.level);
+      return samplerError || (last.phase === 'after' && queries.every((q, i) => last.values[i] <= q.level));
     }, { timeoutMs: 100000, stepMs: 250 });
     sampling = false;
     await sampler;
+    checkSampler();
     console.log(`burst: ${statuses.length} requests from ${clients} clients, ${burstEnd.toFixed(1)} s after start; samples as time:value`);
     for (const [i, q] of queries.entries()) {
       console.log(`${q.name} (${q.kind} ${q.level}): ${q.query}`);
