@@ -15,8 +15,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// Integer bounds beyond this are treated as no bound (below) or refused (when they exclude
-// everything the grammar can write: integers have at most 16 digits).
+// Numeric bounds beyond +-kMaxBound are tightened to it (the grammar then writes a subset of
+// what the schema allows: zod's int() bounds every integer by +-(2^53 - 1)), or refused when
+// they exclude every number up to it.
 constexpr double kMaxBound = 1e15;
 constexpr int32_t kMaxDigits = 16;
 
@@ -552,12 +553,12 @@ class SchemaCompiler {
     if (xmin) lo_i = std::max(lo_i.value_or(-INFINITY), std::floor(*xmin) + 1);
     if (max) hi_i = std::floor(*max);
     if (xmax) hi_i = std::min(hi_i.value_or(INFINITY), std::ceil(*xmax) - 1);
-    for (const auto& b : {lo_i, hi_i}) {
-      if (b && std::fabs(*b) > kMaxBound) {
-        fail(path, "numeric bounds beyond +-1e15 are not supported");
-        return {};
-      }
+    if ((lo_i && *lo_i > kMaxBound) || (hi_i && *hi_i < -kMaxBound)) {
+      fail(path, "numeric bounds that exclude every number within +-1e15 are not supported");
+      return {};
     }
+    if (lo_i) lo_i = std::max(*lo_i, -kMaxBound);
+    if (hi_i) hi_i = std::min(*hi_i, kMaxBound);
     if (lo_i && hi_i && *lo_i > *hi_i) {
       fail(path, "no integer lies within minimum/maximum");
       return {};
@@ -572,8 +573,12 @@ class SchemaCompiler {
       // bounds are exclusive or not (a fraction never equals an integer bound).
       lo.reset();
       hi.reset();
-      if (min || xmin) lo = static_cast<int64_t>(std::ceil(std::max(min.value_or(-INFINITY), xmin.value_or(-INFINITY))));
-      if (max || xmax) hi = static_cast<int64_t>(std::floor(std::min(max.value_or(INFINITY), xmax.value_or(INFINITY))));
+      if (min || xmin) {
+        lo = static_cast<int64_t>(std::max(std::ceil(std::max(min.value_or(-INFINITY), xmin.value_or(-INFINITY))), -kMaxBound));
+      }
+      if (max || xmax) {
+        hi = static_cast<int64_t>(std::min(std::floor(std::min(max.value_or(INFINITY), xmax.value_or(INFINITY))), kMaxBound));
+      }
       // Fractions x with lo <= floor(x) and ceil(x) <= hi lie strictly between two allowed
       // integers, so inside every bound, exclusive or not.
       const Expr frac = Expr::seq({Expr::byte('.'), Expr::repeat(schema_digit(), 0, kMaxDigits - 2), Expr::bytes('1', '9')});

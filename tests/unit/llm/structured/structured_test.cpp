@@ -165,6 +165,20 @@ TEST(StructuredJsonSchema, NumberRangesAreExact) {
   }
 }
 
+TEST(StructuredJsonSchema, BoundsBeyondWhatTheGrammarWritesAreTightened) {
+  // zod's int(): +-(2^53 - 1). Tightened to +-1e15, the output still fits the schema.
+  auto zod_int = compile_or_die(
+      json_schema_grammar(R"({"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991})", "s"));
+  for (const char* ok : {"0", "-7", "1000000000000000", "-1000000000000000"}) EXPECT_TRUE(grammar_accepts(zod_int, ok)) << ok;
+  EXPECT_FALSE(grammar_accepts(zod_int, "1000000000000001"));
+  auto big_number = compile_or_die(json_schema_grammar(R"({"type":"number","minimum":-1e300,"maximum":1e300})", "s"));
+  EXPECT_TRUE(grammar_accepts(big_number, "-12.5"));
+  // A bound that leaves nothing within +-1e15 is refused.
+  auto none = json_schema_grammar(R"({"type":"integer","minimum":1e17})", "s");
+  ASSERT_FALSE(none.has_value());
+  EXPECT_NE(none.status().message().find("exclude every number"), std::string::npos) << none.status().message();
+}
+
 TEST(StructuredJsonSchema, RefsEnumsConstAnyOfFormats) {
   const std::string schema = R"({"$defs":{"node":{"type":"object","properties":{"v":{"const":1},
       "next":{"anyOf":[{"$ref":"#/$defs/node"},{"type":"null"}]}},"required":["v","next"],"additionalProperties":false}},
