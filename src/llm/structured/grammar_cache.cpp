@@ -49,7 +49,11 @@ std::shared_ptr<const TokenVocabulary> GrammarCache::vocabulary() {
 
 Expected<std::shared_ptr<const CompiledGrammar>> GrammarCache::get(ConstraintKind kind, const std::string& source,
                                                                    const std::string& path) {
-  const std::string key = std::to_string(static_cast<int>(kind)) + ":" + source;
+  return get(std::to_string(static_cast<int>(kind)) + ":" + source, [&] { return constraint_grammar(kind, source, path); });
+}
+
+Expected<std::shared_ptr<const CompiledGrammar>> GrammarCache::get(const std::string& key,
+                                                                   const std::function<Expected<Grammar>()>& build) {
   {
     std::lock_guard lock(mu_);
     auto it = grammars_.find(key);
@@ -59,7 +63,7 @@ Expected<std::shared_ptr<const CompiledGrammar>> GrammarCache::get(ConstraintKin
       return it->second.first;
     }
   }
-  KILN_ASSIGN_OR_RETURN(Grammar g, constraint_grammar(kind, source, path));
+  KILN_ASSIGN_OR_RETURN(Grammar g, build());
   KILN_ASSIGN_OR_RETURN(auto compiled, CompiledGrammar::compile(g, vocabulary()));
   std::lock_guard lock(mu_);
   ++stats_.misses;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -31,6 +32,10 @@ class GrammarCache {
 
   Expected<std::shared_ptr<const CompiledGrammar>> get(ConstraintKind kind, const std::string& source,
                                                        const std::string& path);
+  // A grammar another front end builds (tool calls), cached under `key`, which must say all that
+  // `build` depends on and not collide with the kinds above (their keys start with a digit).
+  Expected<std::shared_ptr<const CompiledGrammar>> get(const std::string& key,
+                                                       const std::function<Expected<Grammar>()>& build);
 
   std::shared_ptr<const TokenVocabulary> vocabulary();
 
