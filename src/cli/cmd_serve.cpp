@@ -37,7 +37,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ServeArgs {
-  std::string engine, host = "127.0.0.1", api_key, api_key_file, served_model_name, kv_cache_memory, chat_template;
+  std::string engine, host = "127.0.0.1", api_key, api_key_file, served_model_name, kv_cache_memory, chat_template,
+      tool_call_parser;
   std::string kv_cache_dtype = "auto";
   std::string model_repository, engine_cache_dir;
   std::vector<std::string> allowed_hosts, allowed_origins;
@@ -106,6 +107,9 @@ std::string default_engine_cache_dir() {
 // kiln serve --model-repository DIR: the general models of a Triton-style repository.
 int run_serve_repository(const ServeArgs& a, const server::ServerConfig& config) {
   if (!a.engine.empty()) return fail(invalid_argument("give an ENGINE or --model-repository, not both"));
+  if (!a.chat_template.empty() || !a.tool_call_parser.empty()) {
+    return fail(invalid_argument("--chat-template and --tool-call-parser are for an LLM engine, not --model-repository"));
+  }
   std::error_code ec;
   if (!fs::is_directory(a.model_repository, ec)) {
     return fail(not_found("--model-repository '" + a.model_repository + "' is not a directory"));
@@ -220,6 +224,14 @@ int run_serve(ServeArgs a) {
     if (!text) return fail(text.status());
     chat_template = std::move(*text);
   }
+  std::optional<llm::tools::ToolCallSyntax> tool_syntax;
+  if (!a.tool_call_parser.empty()) {
+    tool_syntax = llm::tools::tool_call_syntax_named(a.tool_call_parser);
+    if (!tool_syntax) {
+      return fail(invalid_argument("--tool-call-parser '" + a.tool_call_parser + "' is not one of " +
+                                   std::string(llm::tools::kToolCallSyntaxNames)));
+    }
+  }
 
   std::string engine_path = a.engine;
   if (engine_path.empty()) {
@@ -245,7 +257,7 @@ int run_serve(ServeArgs a) {
   std::string name = a.served_model_name;
   if (name.empty()) name = engine_path == a.engine ? fs::path(engine_path).stem().string() : "demo";
   auto served = server::served_model_from_files((*model)->files(), name, (*model)->facts().max_seq_len,
-                                                (*model)->facts().vocab_size, chat_template);
+                                                (*model)->facts().vocab_size, chat_template, tool_syntax);
   if (!served) return fail(served.status());
   // OpenMP's thread count is per thread: the loop thread, which runs the steps, sets its own.
   const int threads = a.threads;
@@ -319,6 +331,9 @@ CommandFn add_serve_command(CLI::App& app) {
   cmd->add_option("--max-queue", args->max_queue, "waiting requests at most; more get 429")->capture_default_str();
   cmd->add_option("--threads", args->threads, "compute threads (default: all cores)");
   cmd->add_option("--chat-template", args->chat_template, "Jinja chat template file, for a model without one");
+  cmd->add_option("--tool-call-parser", args->tool_call_parser,
+                  "how the model writes tool calls: hermes (<tool_call> blocks), llama3_json or mistral ([TOOL_CALLS]) "
+                  "(default: the one its chat template teaches)");
   cmd->add_flag("--log-prompts", args->log_prompts, "put prompt text in the access log");
   cmd->add_flag("--no-ui", args->no_ui,
                 "do not serve the playground (chat and live metrics in a browser) at /; it is open without the "

@@ -140,7 +140,8 @@ test('fields that are not supported are 400 naming them, never ignored', async (
   await assert.rejects(
     client.chat.completions.create({ model, messages, tools, tool_choice: { type: 'function', function: { name: 'send_mail' } } }),
     (e) => e.status === 400 && e.param === 'tool_choice' && /'send_mail', which is not in tools/.test(e.message));
-  await refused({ tools, tool_choice: 'required' }, 'tool_choice');
+  await refused({ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', not: {} } } }], tool_choice: 'required' },
+    'tools');
   await refused({ store: true }, 'store');
   await refused({ guided_json: { type: 'object' } }, 'guided_json');
   await refused({ structured_outputs: { json_object: true } }, 'structured_outputs.json_object');

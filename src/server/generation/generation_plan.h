@@ -10,10 +10,18 @@
 #include <vector>
 
 #include "llm/serving/request.h"
+#include "llm/tools/tool_call_syntax.h"
 
 namespace kiln::server {
 
 enum class Api { kCompletions, kChat, kKServe };
+
+// A chat request whose tools the model may call: each choice's text is parsed for calls.
+struct ToolCalling {
+  llm::tools::ToolCallSyntax syntax = llm::tools::ToolCallSyntax::kHermes;
+  bool forced = false;    // tool_choice required or a named function: a grammar writes calls only
+  bool parallel = true;   // parallel_tool_calls: a choice may return more than one call
+};
 
 struct GenerationPlan {
   Api api = Api::kCompletions;
@@ -31,6 +39,7 @@ struct GenerationPlan {
   // Text of the prompt that log lines may show (only with --log-prompts).
   std::string log_prompt;
   std::string user;  // OpenAI's end-user id, for the access log
+  std::optional<ToolCalling> tool_calling;  // chat with tools to call
 };
 
 // The state of one choice while its events arrive.

@@ -1,9 +1,11 @@
 // Parsing and validation of the OpenAI-compatible requests (openai_protocol.h); the response
 // side is in openai_responses.cpp.
+#include <algorithm>
 #include <chrono>
 #include <random>
 
 #include "server/generation/openai_protocol.h"
+#include "llm/tools/tool_call_grammar.h"
 #include "server/request_fields.h"
 
 namespace kiln::server {
@@ -13,15 +15,6 @@ using nlohmann::json;
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// A response id: the prefix and 24 random hex digits.
-std::string response_id(const char* prefix) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  static const char* hex = "0123456789abcdef";
-  std::string id = prefix;
-  for (int i = 0; i < 24; ++i) id += hex[rng() & 15];
-  return id;
 }
 
 void check_model(RequestFields& f, const ServedModel& m) {
@@ -309,8 +302,146 @@ void read_stream_fields(RequestFields& f, GenerationPlan& plan) {
   }
 }
 
-// messages -> prompt text through the chat template.
-ApiResult<std::string> render_chat(const json& body, const ServedModel& m, RequestFields& f) {
+// What tools, tool_choice and parallel_tool_calls ask: the tools the template shows (null: none),
+// how the choices' text is parsed for calls, and, when a call is forced, its grammar.
+struct ToolRequest {
+  nlohmann::ordered_json template_tools;
+  std::optional<ToolCalling> calling;
+  std::shared_ptr<const llm::structured::CompiledGrammar> grammar;
+};
+
+bool valid_function_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
+// `generating`: for a generation (a forced call's grammar is compiled), not only a rendering.
+ToolRequest read_tools(RequestFields& f, const ServedModel& m, std::string_view raw_body, bool generating) {
+  ToolRequest out;
+  const json* tools = f.get("tools");
+  const json* choice = f.get("tool_choice");
+  const std::optional<bool> parallel = f.boolean("parallel_tool_calls");
+  if (f.error()) return out;
+  if (!tools) {
+    // As OpenAI answers: both only go with tools.
+    if (choice) f.fail_field("tool_choice", "tool_choice is only allowed when tools are given");
+    if (parallel) f.fail_field("parallel_tool_calls", "parallel_tool_calls is only allowed when tools are given");
+    return out;
+  }
+  if (!tools->is_array() || tools->empty()) {
+    f.fail_field("tools", "tools must be a non-empty list of {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    return out;
+  }
+  if (tools->size() > kMaxTools) {
+    f.fail_field("tools", "tools holds " + std::to_string(tools->size()) + " tools; at most " + std::to_string(kMaxTools) +
+                              " are allowed");
+    return out;
+  }
+  // The parameters schemas with their properties in written order (the order a forced call writes).
+  const auto ordered = nlohmann::ordered_json::parse(ordered_json_text(raw_body, {"tools"}, *tools));
+  std::vector<llm::tools::ToolFunction> functions;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    const json& tool = (*tools)[i];
+    if (!tool.is_object()) {
+      f.fail_field(at.c_str(), at + " must be an object {\"type\": \"function\", \"function\": {...}}");
+      return out;
+    }
+    RequestFields tf(tool, at + ".");
+    auto type = tf.string("type");
+    if (!tf.error() && type != "function") {
+      tf.fail_field("type", at + ".type must be \"function\"" + (type ? ", not '" + *type + "'" : std::string()));
+    }
+    const json* fn = tf.get("function");
+    if (!tf.error() && (!fn || !fn->is_object())) tf.fail_field("function", at + ".function must be an object with a name");
+    tf.reject_unread();
+    if (tf.error()) {
+      f.fail(*tf.error());
+      return out;
+    }
+    RequestFields ff(*fn, at + ".function.");
+    auto name = ff.string("name");
+    (void)ff.string("description");
+    (void)ff.boolean("strict");  // a forced call always follows the schema, strict or not
+    const json* params = ff.get("parameters");
+    if (!ff.error() && (!name || !valid_function_name(*name))) {
+      ff.fail_field("name", at + ".function.name must be 1 to 64 letters, digits, '_' or '-'");
+    }
+    if (!ff.error() && params && !params->is_object()) ff.fail_field("parameters", at + ".function.parameters must be a JSON schema object");
+    ff.reject_unread();
+    if (ff.error()) {
+      f.fail(*ff.error());
+      return out;
+    }
+    for (const auto& other : functions) {
+      if (other.name == *name) {
+        f.fail_field("tools", "tools names the function '" + *name + "' twice");
+        return out;
+      }
+    }
+    functions.push_back({*name, params ? ordered[i]["function"]["parameters"].dump() : std::string(),
+                         at + ".function.parameters"});
+  }
+  bool forced = false;
+  std::optional<std::string> named;
+  if (choice) {
+    if (choice->is_string() && *choice == "none") return out;  // the model is not shown the tools; nothing is parsed
+    if (choice->is_string() && *choice == "required") {
+      forced = true;
+    } else if (choice->is_object()) {
+      RequestFields cf(*choice, "tool_choice.");
+      auto type = cf.string("type");
+      const json* fn = cf.get("function");
+      cf.reject_unread();
+      if (!cf.error() && (type != "function" || !fn || !fn->is_object() || !fn->contains("name") ||
+                          !(*fn)["name"].is_string() || fn->size() != 1)) {
+        cf.fail_field("", "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      }
+      if (cf.error()) {
+        f.fail(ApiError::bad_field("tool_choice", cf.error()->message));
+        return out;
+      }
+      named = (*fn)["name"].get<std::string>();
+      if (std::none_of(functions.begin(), functions.end(), [&](const auto& fun) { return fun.name == *named; })) {
+        f.fail_field("tool_choice", "tool_choice names the function '" + *named + "', which is not in tools");
+        return out;
+      }
+      forced = true;
+    } else if (!(choice->is_string() && *choice == "auto")) {
+      f.fail_field("tool_choice", "tool_choice must be none, auto, required or "
+                                  "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+      return out;
+    }
+  }
+  if (!m.tool_syntax) {
+    f.fail_field("tools", "the model '" + m.name + "' has a chat template that teaches no tool-call format Kiln reads; "
+                          "start kiln serve with --tool-call-parser (" + std::string(llm::tools::kToolCallSyntaxNames) +
+                          "), or send tool_choice none");
+    return out;
+  }
+  out.template_tools = ordered;
+  out.calling = ToolCalling{*m.tool_syntax, forced, parallel.value_or(true)};
+  if (!forced || !generating) return out;
+  std::vector<llm::tools::ToolFunction> callable;
+  for (const auto& fun : functions) {
+    if (!named || fun.name == *named) callable.push_back(fun);
+  }
+  const bool many = !named && out.calling->parallel;
+  std::string key = "tools:" + std::string(llm::tools::tool_call_syntax_name(*m.tool_syntax)) + (many ? ":n" : ":1");
+  for (const auto& fun : callable) key += "\n" + fun.name + "\n" + fun.parameters_json;
+  auto compiled = m.grammars->get(key, [&] { return llm::tools::tool_call_grammar(*m.tool_syntax, callable, many); });
+  if (!compiled) {
+    f.fail(ApiError::bad_field("tools", compiled.status().message()));
+    return out;
+  }
+  out.grammar = std::move(*compiled);
+  return out;
+}
+
+// messages -> prompt text through the chat template; `template_tools` (null: none) the tools it shows.
+ApiResult<std::string> render_chat(const ServedModel& m, RequestFields& f, const nlohmann::ordered_json& template_tools) {
   const json* msgs = f.get("messages");
   if (!msgs) return ApiError::bad_field("messages", "messages is required");
   if (!msgs->is_array()) return ApiError::bad_field("messages", "messages must be a list of message objects");
@@ -369,52 +500,12 @@ ApiResult<std::string> render_chat(const json& body, const ServedModel& m, Reque
   }
   llm::ChatTemplateOptions options;
   if (auto v = f.boolean("add_generation_prompt")) options.add_generation_prompt = *v;
-  const json* tools = f.get("tools");
-  if (tools && !tools->is_array()) return ApiError::bad_field("tools", "tools must be a list");
-  bool render_tools = tools != nullptr;
-  if (const json* choice = f.get("tool_choice")) {
-    // Tool calls are not parsed out of the generated text yet: the model may call a tool only as
-    // text of its own choosing ("auto"), or is not shown the tools at all ("none").
-    const auto function_named = [&](const std::string& name) {
-      if (!tools) return false;
-      for (const auto& t : *tools) {
-        if (t.is_object() && t.contains("function") && t["function"].is_object() && t["function"].value("name", "") == name) {
-          return true;
-        }
-      }
-      return false;
-    };
-    if (choice->is_string() && *choice == "none") {
-      render_tools = false;
-    } else if (choice->is_string() && *choice == "auto") {
-    } else if (choice->is_string() && *choice == "required") {
-      return ApiError::bad_field("tool_choice", "tool_choice 'required' is not supported yet: tool calls are not parsed "
-                                                "from the output; use auto or none");
-    } else if (choice->is_object() && choice->value("type", "") == "function" && choice->contains("function") &&
-               (*choice)["function"].is_object() && (*choice)["function"].contains("name") &&
-               (*choice)["function"]["name"].is_string()) {
-      const std::string name = (*choice)["function"]["name"].get<std::string>();
-      if (!function_named(name)) {
-        return ApiError::bad_field("tool_choice", "tool_choice names the function '" + name + "', which is not in tools");
-      }
-      return ApiError::bad_field("tool_choice", "tool_choice naming a function is not supported yet: tool calls are not "
-                                                "parsed from the output; use auto or none");
-    } else {
-      return ApiError::bad_field("tool_choice", "tool_choice must be none, auto, required or "
-                                                "{\"type\": \"function\", \"function\": {\"name\": ...}}");
-    }
-  }
-  if (auto v = f.boolean("parallel_tool_calls"); v && !*v) {
-    f.fail_field("parallel_tool_calls", "parallel_tool_calls false is not supported yet: tool calls are not parsed "
-                                        "from the output, so their number cannot be limited");
-  }
-  if (render_tools) options.tools = nlohmann::ordered_json::parse(tools->dump());
+  options.tools = template_tools;
   if (const json* kw = f.get("chat_template_kwargs")) {
     if (!kw->is_object()) return ApiError::bad_field("chat_template_kwargs", "chat_template_kwargs must be an object");
     options.extra_context = nlohmann::ordered_json::parse(kw->dump());
   }
   if (f.error()) return *f.error();
-  (void)body;
   auto text = m.chat_template->render(messages, options);
   if (!text) return ApiError::bad_field("messages", "the chat template could not render these messages: " + text.status().message());
   return std::move(*text);
@@ -422,12 +513,20 @@ ApiResult<std::string> render_chat(const json& body, const ServedModel& m, Reque
 
 }  // namespace
 
+std::string random_id(const char* prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char* hex = "0123456789abcdef";
+  std::string id = prefix;
+  for (int i = 0; i < 24; ++i) id += hex[rng() & 15];
+  return id;
+}
+
 ApiResult<GenerationPlan> parse_completion_request(const json& body, const ServedModel& m, const std::string& request_id,
                                                    std::string_view raw_body) {
   RequestFields f(body);
   GenerationPlan plan;
   plan.api = Api::kCompletions;
-  plan.id = response_id("cmpl-");
+  plan.id = random_id("cmpl-");
   plan.created = unix_now();
   plan.model = m.name;
   check_model(f, m);
@@ -467,7 +566,7 @@ ApiResult<GenerationPlan> parse_chat_request(const json& body, const ServedModel
   RequestFields f(body);
   GenerationPlan plan;
   plan.api = Api::kChat;
-  plan.id = response_id("chatcmpl-");
+  plan.id = random_id("chatcmpl-");
   plan.created = unix_now();
   plan.model = m.name;
   check_model(f, m);
@@ -493,8 +592,20 @@ ApiResult<GenerationPlan> parse_chat_request(const json& body, const ServedModel
   read_sampling_fields(f, m.vocab_size, params);
   auto grammar = read_constraint(f, m, raw_body);
   read_user(f, plan);
+  ToolRequest tools = read_tools(f, m, raw_body, true);
   if (f.error()) return *f.error();
-  auto text = render_chat(body, m, f);
+  if (tools.grammar && grammar) {
+    return ApiError::bad_field("tool_choice", "a forced tool call (tool_choice required or a function) writes JSON of its own; "
+                                              "do not give response_format json_schema or structured_outputs with it");
+  }
+  if (tools.grammar) grammar = tools.grammar;
+  plan.tool_calling = tools.calling;
+  // Mistral's [TOOL_CALLS] is a special token: its text must stay for the calls to be found.
+  if (plan.tool_calling && plan.tool_calling->syntax == llm::tools::ToolCallSyntax::kMistral &&
+      !body.contains("skip_special_tokens")) {
+    skip_special = false;
+  }
+  auto text = render_chat(m, f, tools.template_tools);
   if (auto* e = std::get_if<ApiError>(&text)) return *e;
   f.reject_unread(unsupported_hint);
   if (f.error()) return *f.error();
@@ -520,8 +631,9 @@ ApiResult<std::string> tokenize_response(const json& body, const ServedModel& m)
   if (f.get("messages")) {
     bool add_special = false;
     if (auto v = f.boolean("add_special_tokens")) add_special = *v;
+    ToolRequest tools = read_tools(f, m, {}, false);
     if (f.error()) return *f.error();
-    auto text = render_chat(body, m, f);
+    auto text = render_chat(m, f, tools.template_tools);
     if (auto* e = std::get_if<ApiError>(&text)) return *e;
     auto r = m.tokenizer->encode(std::get<std::string>(text), add_special);
     if (!r) return ApiError::bad_field("messages", r.status().message());

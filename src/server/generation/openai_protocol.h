@@ -22,6 +22,7 @@ namespace kiln::server {
 inline constexpr int64_t kMaxChoices = 16;    // n, and prompts x n for list prompts
 inline constexpr size_t kMaxPrompts = 16;     // prompts in one completions request
 inline constexpr size_t kMaxMessages = 1024;  // chat messages in one request
+inline constexpr size_t kMaxTools = 128;      // tools in one chat request
 
 // `raw_body`, the body's text, gives a JSON schema's properties in their written order (the
 // order structured outputs write them in); without it they follow the parsed body's order.
@@ -33,6 +34,9 @@ ApiResult<GenerationPlan> parse_chat_request(const nlohmann::json& body, const S
 // vLLM's /tokenize ({"prompt"} or {"messages"}) and /detokenize ({"tokens"}): the response body.
 ApiResult<std::string> tokenize_response(const nlohmann::json& body, const ServedModel& model);
 ApiResult<std::string> detokenize_response(const nlohmann::json& body, const ServedModel& model);
+
+// An id: `prefix` and 24 random hex digits ("chatcmpl-...", "call_...").
+std::string random_id(const char* prefix);
 
 // GET /v1/models and /v1/models/{id}.
 std::string models_response(const ServedModel& model);

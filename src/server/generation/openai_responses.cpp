@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 
+#include "llm/tools/tool_call_parser.h"
 #include "server/request_fields.h"
 
 namespace kiln::server {
@@ -228,12 +230,27 @@ class CompletionFormat : public ResponseFormat {
   ChunkTail tail_;
 };
 
+// One tool call as message.tool_calls lists it.
+json tool_call_json(const llm::tools::ToolCall& call, const std::string& id) {
+  return {{"id", id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
+// The calls a choice returns: all, or the first when parallel calls are not allowed.
+size_t calls_allowed(const ToolCalling& t, size_t already, size_t now) {
+  if (t.parallel) return now;
+  return already >= 1 ? 0 : std::min<size_t>(now, 1);
+}
+
 class ChatFormat : public ResponseFormat {
  public:
   explicit ChatFormat(const ServedModel& m) : m_(m) {}
 
   void append_stream_chunk(const GenerationPlan& plan, const ChoiceState& c, const PromptState&, std::string_view text,
                            std::span<const llm::TokenInfo> tokens, bool first, std::string& out) override {
+    if (plan.tool_calling) {
+      append_tool_stream_chunk(plan, c, text, tokens, first, out);
+      return;
+    }
     if (plan.logprobs < 0) {
       out += kChunkOpen;
       out += "\"delta\":{\"content\":";
@@ -268,10 +285,24 @@ class ChatFormat : public ResponseFormat {
                        const llm::RequestUsage& usage) override {
     json out = json::array();
     for (const auto& c : choices) {
+      json message = {{"role", "assistant"}, {"content", c.text}};
+      json finish = finish_json(c.finish);
+      if (plan.tool_calling) {
+        const ToolCalling& t = *plan.tool_calling;
+        auto parsed = llm::tools::ToolCallParser::parse(t.syntax, t.forced, c.text);
+        parsed.calls.resize(calls_allowed(t, 0, parsed.calls.size()));
+        if (!parsed.calls.empty()) {
+          json calls = json::array();
+          for (const auto& call : parsed.calls) calls.push_back(tool_call_json(call, random_id("call_")));
+          message["tool_calls"] = std::move(calls);
+          if (c.finish == llm::FinishReason::kStop) finish = "tool_calls";  // a cut choice stays "length"
+        }
+        message["content"] = parsed.calls.empty() || !parsed.content.empty() ? json(parsed.content) : json(nullptr);
+      }
       json choice = {{"index", c.index},
-                     {"message", {{"role", "assistant"}, {"content", c.text}}},
+                     {"message", std::move(message)},
                      {"logprobs", nullptr},
-                     {"finish_reason", finish_json(c.finish)},
+                     {"finish_reason", std::move(finish)},
                      {"stop_reason", c.stop_string ? json(*c.stop_string) : json(nullptr)}};
       if (plan.logprobs >= 0) choice["logprobs"] = chat_logprobs(m_, c.tokens);
       out.push_back(std::move(choice));
@@ -283,8 +314,63 @@ class ChatFormat : public ResponseFormat {
   HttpResponse error(const ApiError& e) override { return openai_error_response(e); }
 
  private:
+  // A streamed choice of a request with tools: its text goes through the choice's parser, and
+  // each chunk says what the parser could tell: content, then each completed call as OpenAI
+  // streams one (a first piece with its id and name, then its arguments), then the finish.
+  void append_tool_stream_chunk(const GenerationPlan& plan, const ChoiceState& c, std::string_view text,
+                                std::span<const llm::TokenInfo> tokens, bool first, std::string& out) {
+    const ToolCalling& t = *plan.tool_calling;
+    auto it = tool_streams_.try_emplace(c.index, t.syntax, t.forced).first;
+    ChoiceTools& state = it->second;
+    llm::tools::ToolCallOutput said = state.parser.feed(text);
+    if (c.finish != llm::FinishReason::kNone) {
+      llm::tools::ToolCallOutput tail = state.parser.finish();
+      said.content += tail.content;
+      for (auto& call : tail.calls) said.calls.push_back(std::move(call));
+    }
+    std::vector<json> deltas;
+    if (!said.content.empty() || (plan.logprobs >= 0 && !tokens.empty())) deltas.push_back({{"content", said.content}});
+    said.calls.resize(calls_allowed(t, state.calls, said.calls.size()));
+    for (const auto& call : said.calls) {
+      const size_t index = state.calls++;
+      json head = {{"index", index}, {"id", random_id("call_")}, {"type", "function"},
+                   {"function", {{"name", call.name}, {"arguments", ""}}}};
+      deltas.push_back({{"tool_calls", json::array({head})}});
+      json args = {{"index", index}, {"function", {{"arguments", call.arguments}}}};
+      deltas.push_back({{"tool_calls", json::array({args})}});
+    }
+    if (first && deltas.empty()) deltas.push_back({{"content", ""}});
+    json finish = nullptr;
+    if (c.finish != llm::FinishReason::kNone) {
+      finish = state.calls > 0 && c.finish == llm::FinishReason::kStop ? json("tool_calls") : finish_json(c.finish);
+      if (deltas.empty()) deltas.push_back(json::object());
+    }
+    for (size_t i = 0; i < deltas.size(); ++i) {
+      json& delta = deltas[i];
+      if (first && i == 0) {
+        delta["role"] = "assistant";
+        if (!delta.contains("content")) delta["content"] = nullptr;
+      }
+      json choice = {{"index", c.index}, {"delta", std::move(delta)}, {"logprobs", nullptr},
+                     {"finish_reason", i + 1 == deltas.size() ? finish : json(nullptr)}};
+      if (plan.logprobs >= 0 && i == 0) choice["logprobs"] = chat_logprobs(m_, tokens);
+      json chunk = {{"id", plan.id}, {"object", "chat.completion.chunk"}, {"created", plan.created}, {"model", plan.model},
+                    {"choices", json::array({std::move(choice)})}};
+      if (plan.include_usage) chunk["usage"] = nullptr;
+      out += sse_event(dump_json(chunk));
+    }
+    if (c.finish != llm::FinishReason::kNone) tool_streams_.erase(it);
+  }
+
+  struct ChoiceTools {
+    ChoiceTools(llm::tools::ToolCallSyntax syntax, bool forced) : parser(syntax, forced) {}
+    llm::tools::ToolCallParser parser;
+    size_t calls = 0;  // calls streamed so far
+  };
+
   const ServedModel& m_;
   ChunkTail tail_;
+  std::map<int32_t, ChoiceTools> tool_streams_;  // by choice index, while the choice streams
 };
 
 json model_json(const ServedModel& m) {

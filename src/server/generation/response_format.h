@@ -1,7 +1,9 @@
 // ResponseFormat: how one API writes a generation's answer: the whole response body when it is
 // complete, or server-sent events as it streams. One implementation per API (OpenAI
-// completions, OpenAI chat, KServe generate), in that API's protocol file. Formats hold no state
-// of their own beyond the model they read token texts from; the GenerationJob keeps the choices.
+// completions, OpenAI chat, KServe generate), in that API's protocol file. One format serves one
+// response: the GenerationJob keeps the choices, and a format keeps only what it writes with
+// (the model it reads token texts from, a stream's constant tail, the tool-call parsers of
+// streamed choices).
 #pragma once
 
 #include <span>

@@ -12,7 +12,8 @@ std::string ServedModel::token_text(int32_t id) const {
 
 Expected<ServedModel> served_model_from_files(const std::map<std::string, std::string>& files, std::string name,
                                               int64_t max_seq_len, int64_t vocab_size,
-                                              const std::optional<std::string>& chat_template_source) {
+                                              const std::optional<std::string>& chat_template_source,
+                                              std::optional<llm::tools::ToolCallSyntax> tool_syntax) {
   ServedModel m;
   m.name = std::move(name);
   m.max_seq_len = max_seq_len;
@@ -53,6 +54,8 @@ Expected<ServedModel> served_model_from_files(const std::map<std::string, std::s
     if (!t) return t.status().with_context("tokenizer_config.json chat_template");
     m.chat_template = std::move(*t);
   }
+  m.tool_syntax = tool_syntax;
+  if (!m.tool_syntax && m.chat_template) m.tool_syntax = llm::tools::detect_tool_call_syntax(m.chat_template->source());
   if (auto s = llm::validate(m.defaults, vocab_size); !s) return s.with_context("generation_config.json");
   return m;
 }

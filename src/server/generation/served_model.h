@@ -17,6 +17,7 @@
 #include "llm/jinja/chat_template.h"
 #include "llm/structured/grammar_cache.h"
 #include "llm/tokenizers/tokenizer.h"
+#include "llm/tools/tool_call_syntax.h"
 
 namespace kiln::server {
 
@@ -31,15 +32,20 @@ struct ServedModel {
   int64_t created = 0;            // unix seconds, for /v1/models
   // Structured outputs' compiled grammars (thread-safe; it borrows the tokenizer above).
   std::shared_ptr<llm::structured::GrammarCache> grammars;
+  // How the model writes tool calls (found in its chat template, or named at start-up); absent:
+  // requests that let the model call tools get a 400.
+  std::optional<llm::tools::ToolCallSyntax> tool_syntax;
 
   // The text of one token as clients see it in logprobs ("" when it does not decode).
   std::string token_text(int32_t id) const;
 };
 
 // Builds a ServedModel from the files an engine carries (tokenizer, tokenizer_config.json,
-// generation_config.json). `chat_template_source`, when set, replaces the model's template.
+// generation_config.json). `chat_template_source`, when set, replaces the model's template;
+// `tool_syntax`, when set, replaces the one the template teaches.
 Expected<ServedModel> served_model_from_files(const std::map<std::string, std::string>& files, std::string name,
                                               int64_t max_seq_len, int64_t vocab_size,
-                                              const std::optional<std::string>& chat_template_source);
+                                              const std::optional<std::string>& chat_template_source,
+                                              std::optional<llm::tools::ToolCallSyntax> tool_syntax = std::nullopt);
 
 }  // namespace kiln::server

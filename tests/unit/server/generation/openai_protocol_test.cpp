@@ -248,7 +248,12 @@ TEST(OpenAiChat, MalformedBodiesAre400NamingTheField) {
       {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": {"type": "function", "function": {"name": "f"}}})",
        "tool_choice"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required",
-          "tools": [{"type": "function", "function": {"name": "f"}}]})", "tool_choice"},
+          "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "not": {}}}}]})",
+       "tools"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}],
+          "tool_choice": {"type": "function", "function": {"name": "f", "x": 1}}})", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}, "x": 1}]})",
+       "tools[0].x"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "maybe"})", "tool_choice"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "parallel_tool_calls": false})", "parallel_tool_calls"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "functions": []})", "functions"},
@@ -263,7 +268,7 @@ TEST(OpenAiChat, MalformedBodiesAre400NamingTheField) {
 }
 
 TEST(OpenAiChat, FieldsAreReadOrRefusedNeverIgnored) {
-  // A named function that tools lacks says so; one it has is refused as not supported yet.
+  // A named function that tools lacks says so.
   ApiError missing = chat_error(R"({"messages": [{"role": "user", "content": "hi"}],
       "tools": [{"type": "function", "function": {"name": "get_weather"}}],
       "tool_choice": {"type": "function", "function": {"name": "send_mail"}}})");
@@ -552,6 +557,146 @@ TEST(OpenAiStructuredOutputs, EachKindCompilesAndRepeatsComeFromTheCache) {
     const auto after = demo().grammars->stats();
     EXPECT_GE(after.hits - before.hits, 1) << fields;
   }
+}
+
+}  // namespace
+}  // namespace kiln::server
+
+namespace kiln::server {
+namespace {
+
+const char* kToolsBody = R"({"messages": [{"role": "user", "content": "weather?"}],
+    "tools": [{"type": "function", "function": {"name": "get_weather", "strict": true, "description": "d",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+                              "additionalProperties": false}}}],
+    "tool_choice": "TOOL_CHOICE", "parallel_tool_calls": PARALLEL})";
+
+// The data payloads of server-sent events.
+std::vector<std::string> sse_data_of(const std::string& events) {
+  std::vector<std::string> out;
+  for (size_t at = events.find("data: "); at != std::string::npos; at = events.find("data: ", at)) {
+    const size_t end = events.find("\n\n", at);
+    out.push_back(events.substr(at + 6, end - at - 6));
+    at = end;
+  }
+  return out;
+}
+
+GenerationPlan tools_plan(const std::string& choice, bool parallel) {
+  std::string body = kToolsBody;
+  body.replace(body.find("TOOL_CHOICE"), 11, choice);
+  body.replace(body.find("PARALLEL"), 8, parallel ? "true" : "false");
+  auto r = parse_chat_request(json::parse(body), demo(), "req", body);
+  EXPECT_TRUE(std::holds_alternative<GenerationPlan>(r)) << std::get<ApiError>(r).message;
+  return std::get<GenerationPlan>(std::move(r));
+}
+
+TEST(OpenAiChatTools, TheDemoTemplateTeachesHermesAndForcedCallsGetAGrammar) {
+  ASSERT_EQ(demo().tool_syntax, llm::tools::ToolCallSyntax::kHermes);
+  const GenerationPlan plan = tools_plan("auto", true);
+  ASSERT_TRUE(plan.tool_calling.has_value());
+  EXPECT_FALSE(plan.tool_calling->forced);
+  EXPECT_EQ(plan.requests[0].grammar, nullptr);
+  EXPECT_NE(plan.prompt_texts[0].find("Tools:\nget_weather {\"city\": {\"type\": \"string\"}}\nTo call one"), std::string::npos)
+      << plan.prompt_texts[0];
+  const GenerationPlan forced = tools_plan("required", false);
+  EXPECT_TRUE(forced.tool_calling->forced);
+  EXPECT_FALSE(forced.tool_calling->parallel);
+  EXPECT_NE(forced.requests[0].grammar, nullptr);
+  // The same tools again: the cached grammar.
+  EXPECT_EQ(tools_plan("required", false).requests[0].grammar, forced.requests[0].grammar);
+  // A call and its result, rendered as the model writes calls.
+  auto r = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+       "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "snow"}]})"),
+                              demo(), "req");
+  ASSERT_TRUE(std::holds_alternative<GenerationPlan>(r)) << std::get<ApiError>(r).message;
+  EXPECT_EQ(std::get<GenerationPlan>(r).prompt_texts[0],
+            "<s>\"weather?\" said the visitor.\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+            "\"Oslo\"}}\n</tool_call>\n\n<tool_response>\nsnow\n</tool_response>\n\n\"");
+}
+
+TEST(OpenAiChatTools, CallsComeBackAsToolCallsWholeAndStreamed) {
+  const GenerationPlan plan = tools_plan("auto", true);
+  const std::string text = "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+  ChoiceState c;
+  c.text = text;
+  c.finish = llm::FinishReason::kStop;
+  auto format = make_chat_format(demo());
+  const json whole = json::parse(format->complete(plan, {c}, {PromptState{}}, {}));
+  const json& choice = whole["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"]["content"], "Checking.");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  const json& call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()), json({{"city", "Oslo"}}));
+  EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
+
+  // Streamed three bytes at a time: the content, then the call in two pieces, then the finish.
+  GenerationPlan streamed = plan;
+  streamed.stream = true;
+  auto stream_format = make_chat_format(demo());
+  ChoiceState sc;
+  std::string content, arguments, name, finish;
+  int chunks_with_role = 0;
+  for (size_t i = 0; i < text.size(); i += 3) {
+    if (i + 3 >= text.size()) sc.finish = llm::FinishReason::kStop;
+    const std::string events = stream_format->stream_chunk(streamed, sc, {}, text.substr(i, 3), {}, i == 0);
+    for (const std::string& data : sse_data_of(events)) {
+      const json ch = json::parse(data)["choices"][0];
+      const json& d = ch["delta"];
+      if (d.contains("role")) ++chunks_with_role;
+      if (d.contains("content") && d["content"].is_string()) content += d["content"].get<std::string>();
+      if (d.contains("tool_calls")) {
+        EXPECT_EQ(d["tool_calls"][0]["index"], 0);
+        const json& fn = d["tool_calls"][0]["function"];
+        if (fn.contains("name")) name += fn["name"].get<std::string>();
+        arguments += fn.value("arguments", "");
+      }
+      if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(chunks_with_role, 1);
+  EXPECT_EQ(content, "Checking.");
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(json::parse(arguments), json({{"city", "Oslo"}}));
+  EXPECT_EQ(finish, "tool_calls");
+}
+
+TEST(OpenAiChatTools, WithoutParallelCallsOnlyTheFirstComesBack) {
+  const GenerationPlan plan = tools_plan("auto", false);
+  const std::string block = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\"}}\n</tool_call>\n";
+  ChoiceState c;
+  c.text = block + block;
+  c.finish = llm::FinishReason::kStop;
+  const json whole = json::parse(make_chat_format(demo())->complete(plan, {c}, {PromptState{}}, {}));
+  EXPECT_EQ(whole["choices"][0]["message"]["tool_calls"].size(), 1u);
+  EXPECT_TRUE(whole["choices"][0]["message"]["content"].is_null());
+}
+
+TEST(OpenAiChatTools, AModelWithoutACallFormatRefusesToolsUnlessNone) {
+  std::map<std::string, std::string> files = {
+      {"tokenizer.json", read_source_file(std::string(KILN_SOURCE_DIR) + "/models/demo/tokenizer.json")}};
+  auto m = served_model_from_files(files, "bare", 512, 8192, std::string("{% for m in messages %}[{{ m.content }}]{% endfor %}"));
+  ASSERT_TRUE(m.has_value());
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}])";
+  auto r = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "hi"}], )" + tools + "}"), *m, "req");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(r));
+  EXPECT_EQ(std::get<ApiError>(r).param.value_or(""), "tools");
+  EXPECT_NE(std::get<ApiError>(r).message.find("--tool-call-parser"), std::string::npos);
+  auto none = parse_chat_request(
+      json::parse(R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "none", )" + tools + "}"), *m, "req");
+  EXPECT_TRUE(std::holds_alternative<GenerationPlan>(none));
+  // Named at start-up, the syntax is used.
+  auto named = served_model_from_files(files, "bare", 512, 8192, std::string("{{ messages[0].content }}"),
+                                       llm::tools::ToolCallSyntax::kLlama3Json);
+  ASSERT_TRUE(named.has_value());
+  auto ok = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "hi"}], )" + tools + "}"), *named, "req");
+  ASSERT_TRUE(std::holds_alternative<GenerationPlan>(ok)) << std::get<ApiError>(ok).message;
+  EXPECT_EQ(std::get<GenerationPlan>(ok).tool_calling->syntax, llm::tools::ToolCallSyntax::kLlama3Json);
 }
 
 }  // namespace
