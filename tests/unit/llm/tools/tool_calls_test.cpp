@@ -2,6 +2,7 @@
 // the grammar that writes forced calls.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -19,6 +20,32 @@ std::string demo_template() {
   std::stringstream ss;
   ss << in.rdbuf();
   return nlohmann::json::parse(ss.str())["chat_template"].get<std::string>();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The real templates the chat-template tests render (tests/templates/): Llama 3.2's teaches
+// llama3_json; those without tools teach nothing; Qwen3's (installed under KILN_TEMPLATES_DIR)
+// teaches hermes.
+TEST(ToolCallSyntax, FoundInRealTemplates) {
+  const std::string dir = std::string(KILN_SOURCE_DIR) + "/tests/templates/templates/";
+  EXPECT_EQ(detect_tool_call_syntax(read_file(dir + "llama3_2.jinja")), ToolCallSyntax::kLlama3Json);
+  for (const char* none : {"chatml.jinja", "mistral_instruct.jinja", "llama2_chat.jinja", "baichuan2.jinja"}) {
+    const std::string source = read_file(dir + none);
+    ASSERT_FALSE(source.empty()) << none;
+    EXPECT_EQ(detect_tool_call_syntax(source), std::nullopt) << none;
+  }
+  const char* templates = std::getenv("KILN_TEMPLATES_DIR");
+  ASSERT_NE(templates, nullptr) << "KILN_TEMPLATES_DIR is not set: run tests/templates/setup.sh DIR and set it to DIR";
+  const auto qwen3 = nlohmann::json::parse(read_file(std::string(templates) + "/qwen3/tokenizer_config.json"));
+  EXPECT_EQ(detect_tool_call_syntax(qwen3["chat_template"].get<std::string>()), ToolCallSyntax::kHermes);
+  const auto llama3 = nlohmann::json::parse(read_file(std::string(templates) + "/llama3/tokenizer_config.json"));
+  EXPECT_EQ(detect_tool_call_syntax(llama3["chat_template"].get<std::string>()), std::nullopt);  // Llama 3.0: no tools
 }
 
 TEST(ToolCallSyntax, FoundInTheTemplate) {
