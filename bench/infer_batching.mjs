@@ -4,10 +4,11 @@
 // binary-data requests of one image each, ROUNDS rounds of SECONDS each. Prints each round,
 // then the median requests/s and latency of each model and their ratio.
 // Usage: node bench/infer_batching.mjs KILN MODEL.onnx INPUT DIMS(3x48x192) [C=8] [SECONDS=10] [ROUNDS=3] [THREADS=2]
-import { spawn, execSync } from 'node:child_process';
+import { execSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { startKiln } from './kiln_server.mjs';
 
 const [kiln, model, input, dimsText, c = '8', seconds = '10', rounds = '3', threads = '2'] = process.argv.slice(2);
 if (!kiln || !model || !input || !dimsText) {
@@ -26,17 +27,8 @@ for (const [name, batching] of [['batched', true], ['single', false]]) {
     (batching ? 'dynamic_batching { max_queue_delay_microseconds: 2000 }\n' : ''));
 }
 
-const server = spawn(kiln, ['serve', '--model-repository', path.join(dir, 'repo'), '--engine-cache-dir', path.join(dir, 'cache'),
-  '--port', '0', '--grpc-port', '-1', '--threads', threads], { stdio: ['ignore', 'pipe', 'ignore'] });
-const base = await new Promise((resolve, reject) => {
-  let out = '';
-  server.stdout.on('data', (d) => {
-    out += d;
-    const m = out.match(/ready on (http:\/\/127\.0\.0\.1:\d+)/);
-    if (m) resolve(m[1]);
-  });
-  server.on('exit', (code) => reject(new Error(`kiln serve exited with ${code}`)));
-});
+const { server, base } = await startKiln(kiln, ['serve', '--model-repository', path.join(dir, 'repo'), '--engine-cache-dir', path.join(dir, 'cache'),
+  '--port', '0', '--grpc-port', '-1', '--threads', threads]);
 
 const size = dims.reduce((a, b) => a * b, 1);
 const pixels = new Float32Array(size).map((_, i) => Math.sin(i) * 0.5);

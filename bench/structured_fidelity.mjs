@@ -4,10 +4,10 @@
 // complete (finish_reason stop), how many of those parsed and validated, how many were cut by
 // max_tokens, the tokens generated and the wall time.
 // Usage: node bench/structured_fidelity.mjs KILN E2E_DIR [N=1000] [ENGINE] [MAX_TOKENS=256] [CONCURRENCY=8]
-import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { generateSchema } from '../tests/e2e/schema_generator.mjs';
+import { startKiln } from './kiln_server.mjs';
 
 const [kiln, e2eDir, n = '1000', engine = '', maxTokensText = '256', concurrencyText = '8'] = process.argv.slice(2);
 if (!kiln || !e2eDir) {
@@ -21,17 +21,8 @@ const addFormats = require('ajv-formats');
 const ajv = new (Ajv.default ?? Ajv)({ strict: false, allErrors: true });
 (addFormats.default ?? addFormats)(ajv);
 
-const server = spawn(kiln, ['serve', ...(engine ? [engine] : []), '--host', '127.0.0.1', '--port', '0', '--threads', '2',
-  '--max-num-seqs', String(2 * concurrency)], { stdio: ['ignore', 'pipe', 'ignore'] });
-const base = await new Promise((resolve, reject) => {
-  let out = '';
-  server.stdout.on('data', (d) => {
-    out += d;
-    const m = out.match(/ready on (http:\/\/127\.0\.0\.1:\d+)/);
-    if (m) resolve(m[1]);
-  });
-  server.on('exit', (code) => reject(new Error(`kiln serve exited with ${code}`)));
-});
+const { server, base } = await startKiln(kiln, ['serve', ...(engine ? [engine] : []), '--host', '127.0.0.1', '--port', '0', '--threads', '2',
+  '--max-num-seqs', String(2 * concurrency)]);
 
 async function run(seed) {
   const schema = generateSchema(seed);

@@ -9,9 +9,9 @@
 // DISTINCT (0 by default: every request's schema is new) cycles the seeds over that many schemas
 // instead, as a service whose clients send a few schemas again and again (compiled once, cached).
 // Usage: node bench/structured_throughput.mjs KILN [ROUNDS=3] [SECONDS=20] [BATCH=16] [DISTINCT=0] [ENGINE]
-import { spawn } from 'node:child_process';
 import os from 'node:os';
 import { generateSchema } from '../tests/e2e/schema_generator.mjs';
+import { startKiln } from './kiln_server.mjs';
 
 const [kiln, roundsText = '3', secondsText = '20', batchText = '16', distinctText = '0', engine = ''] = process.argv.slice(2);
 if (!kiln) {
@@ -21,17 +21,8 @@ if (!kiln) {
 const rounds = Number(roundsText), seconds = Number(secondsText), batch = Number(batchText), distinct = Number(distinctText);
 const MAX_TOKENS = 128;
 
-const server = spawn(kiln, ['serve', ...(engine ? [engine] : []), '--host', '127.0.0.1', '--port', '0', '--threads', '2',
-  '--max-num-seqs', String(batch)], { stdio: ['ignore', 'pipe', 'ignore'] });
-const base = await new Promise((resolve, reject) => {
-  let out = '';
-  server.stdout.on('data', (d) => {
-    out += d;
-    const m = out.match(/ready on (http:\/\/127\.0\.0\.1:\d+)/);
-    if (m) resolve(m[1]);
-  });
-  server.on('exit', (code) => reject(new Error(`kiln serve exited with ${code}`)));
-});
+const { server, base } = await startKiln(kiln, ['serve', ...(engine ? [engine] : []), '--host', '127.0.0.1', '--port', '0', '--threads', '2',
+  '--max-num-seqs', String(batch)]);
 
 // A typical schema of its own for each request: a generated schema (tests/e2e/schema_generator.mjs)
 // as one property of a record whose other fields are bounded strings and a list, so that outputs

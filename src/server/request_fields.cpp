@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "base/json_scan.h"
+
 namespace kiln::server {
 namespace {
 
@@ -212,25 +214,9 @@ namespace {
 // The deepest nesting of arrays and objects in a JSON text (strings skipped), found without
 // recursion: what reads a body later (dumps, schema compilers, templates) may recurse.
 int json_nesting(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
+  JsonDepth scan;
+  int deepest = 0;
+  for (char c : text) deepest = std::max(deepest, scan.step(c));
   return deepest;
 }
 

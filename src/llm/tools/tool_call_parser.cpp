@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "base/json_scan.h"
+
 namespace kiln::llm::tools {
 namespace {
 
@@ -61,26 +63,8 @@ std::optional<std::vector<std::string_view>> semicolon_separated_objects(std::st
     while (i < s.size() && is_space(s[i])) ++i;
     if (i >= s.size() || s[i] != '{') return std::nullopt;
     const size_t start = i;
-    int depth = 0;
-    bool in_string = false, escaped = false;
-    for (; i < s.size(); ++i) {
-      const char c = s[i];
-      if (in_string) {
-        if (escaped) {
-          escaped = false;
-        } else if (c == '\\') {
-          escaped = true;
-        } else if (c == '"') {
-          in_string = false;
-        }
-      } else if (c == '"') {
-        in_string = true;
-      } else if (c == '{' || c == '[') {
-        ++depth;
-      } else if ((c == '}' || c == ']') && --depth == 0) {
-        break;
-      }
-    }
+    JsonDepth scan;
+    while (i < s.size() && scan.step(s[i]) > 0) ++i;  // to the object's closing brace
     if (i >= s.size()) return std::nullopt;
     out.push_back(s.substr(start, ++i - start));
     while (i < s.size() && is_space(s[i])) ++i;
