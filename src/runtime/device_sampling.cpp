@@ -36,6 +36,8 @@ void SamplingBatch::clear() {
   bias_values.clear();
   penalty_tokens.clear();
   penalty_counts.clear();
+  mask_words.clear();
+  mask_stride = 0;
   host_rows.clear();
 }
 
@@ -44,6 +46,13 @@ RowSampling& SamplingBatch::add_row() {
   row.bias_begin = static_cast<int32_t>(bias_tokens.size());
   row.penalty_begin = static_cast<int32_t>(penalty_tokens.size());
   return row;
+}
+
+void SamplingBatch::set_mask(RowSampling& row, std::span<const uint64_t> words) {
+  KILN_CHECK(mask_stride == 0 || static_cast<size_t>(mask_stride) == words.size());
+  mask_stride = static_cast<int32_t>(words.size());
+  row.mask_begin = static_cast<int32_t>(mask_words.size());
+  mask_words.insert(mask_words.end(), words.begin(), words.end());
 }
 
 Status validate(const SamplingBatch& batch, int64_t num_rows) {
@@ -65,6 +74,12 @@ Status validate(const SamplingBatch& batch, int64_t num_rows) {
         !in_list(p.penalty_begin, p.penalty_count, batch.penalty_tokens.size())) {
       return invalid_argument(which + "list range outside the batch's lists");
     }
+    if (p.mask_begin >= 0 && (batch.mask_stride <= 0 ||
+                              static_cast<int64_t>(p.mask_begin) + batch.mask_stride >
+                                  static_cast<int64_t>(batch.mask_words.size()))) {
+      return invalid_argument(which + "mask range outside the batch's mask words");
+    }
+    if (p.mask_begin < -1) return invalid_argument(which + "mask_begin");
     if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) return invalid_argument(which + "temperature");
     if (p.top_k < 0) return invalid_argument(which + "top_k");
     if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return invalid_argument(which + "top_p");
@@ -97,6 +112,11 @@ int32_t sample_row(std::span<float> a, const SamplingBatch& batch, size_t r) {
 
   // Step 1.
   for (float& x : a) x = std::isnan(x) ? -kInf : x;
+  if (p.mask_begin >= 0) {
+    for (int64_t t = 0; t < vocab; ++t) {
+      if (!device_sampling_allowed(p, batch.mask_words.data(), batch.mask_stride, t)) a[static_cast<size_t>(t)] = -kInf;
+    }
+  }
   for (int32_t j = p.bias_begin; j < p.bias_begin + p.bias_count; ++j) {
     const int32_t t = batch.bias_tokens[static_cast<size_t>(j)];
     if (in_row(t)) a[static_cast<size_t>(t)] += batch.bias_values[static_cast<size_t>(j)];

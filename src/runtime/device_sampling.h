@@ -7,7 +7,8 @@
 //
 // The algorithm, for one row a[vocab] of logits (sample_row() below is its host reference; a
 // device kernel computes the same values with the same operations, so both give the same token):
-//   1. NaN -> -inf; a[t] += bias for each (t, bias); each penalty token once: repetition
+//   1. NaN -> -inf; with a token mask (structured outputs), the tokens it does not allow -> -inf;
+//      a[t] += bias for each (t, bias); each penalty token once: repetition
 //      (a > 0 ? a / r : a * r), then, when generated c > 0 times, a -= fma(frequency, c, presence).
 //   2. m = max a, first at `argmax`. m = -inf: no token (-1). Temperature 0: argmax.
 //      m = +inf: the +inf tokens share everything (they become 0, the others -inf; m = 0).
@@ -55,7 +56,8 @@ struct RowSampling {
   float frequency_penalty = 0.0f;
   int32_t bias_begin = 0, bias_count = 0;        // entries of SamplingBatch::bias_*
   int32_t penalty_begin = 0, penalty_count = 0;  // entries of SamplingBatch::penalty_*
-  double uniform = 0.0;                          // the row's draw in [0, 1); unused when greedy
+  int32_t mask_begin = -1;  // the row's first word in SamplingBatch::mask_words; -1: every token allowed
+  double uniform = 0.0;     // the row's draw in [0, 1); unused when greedy
 };
 
 // The rows of one step, in logits-row order, and the sparse lists they point into.
@@ -67,6 +69,10 @@ struct SamplingBatch {
   // and generated text; else the generated ones. Count: times generated (0: in the prompt only).
   std::vector<int32_t> penalty_tokens;
   std::vector<int32_t> penalty_counts;
+  // The allowed tokens of masked rows, mask_stride words a row: bit t % 64 of word t / 64 set
+  // when token t may be chosen; a token beyond the row's words is not allowed.
+  std::vector<uint64_t> mask_words;
+  int32_t mask_stride = 0;
   // Rows whose logits the caller also wants on the host, ascending (a row whose choice needs
   // logprobs: the caller samples it there; the device's choice for it is dropped).
   std::vector<int32_t> host_rows;
@@ -74,6 +80,8 @@ struct SamplingBatch {
   void clear();
   // Appends a greedy row whose lists start at the lists' current ends.
   RowSampling& add_row();
+  // Gives `row` the mask `words` (every masked row of a batch has as many words).
+  void set_mask(RowSampling& row, std::span<const uint64_t> words);
 };
 
 // What a sampled step returns: one token id a row (-1: the row had no finite logit) and the
@@ -84,8 +92,8 @@ struct SampledStep {
   std::span<const float> logits;  // [host_rows.size(), vocab]
 };
 
-// Checks a batch against a step of `num_rows` rows: one entry per row, list ranges inside the
-// lists, parameters in range, host rows ascending and in the step. Token ids outside the
+// Checks a batch against a step of `num_rows` rows: one entry per row, list and mask ranges
+// inside the lists, parameters in range, host rows ascending and in the step. Token ids outside the
 // vocabulary are ignored by sampling, as llm::Sampler ignores them. kInvalidArgument naming the
 // row and field.
 Status validate(const SamplingBatch& batch, int64_t num_rows);
@@ -134,6 +142,14 @@ KILN_HOST_DEVICE inline uint64_t device_sampling_mass(float w) { return static_c
 KILN_HOST_DEVICE inline uint32_t device_sampling_key(float v) {
   const uint32_t bits = device_sampling_bits(v);
   return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+}
+
+// Whether row `p` of `batch` allows token `t` (no mask: every token).
+KILN_HOST_DEVICE inline bool device_sampling_allowed(const RowSampling& p, const uint64_t* mask_words,
+                                                     int32_t mask_stride, int64_t t) {
+  if (p.mask_begin < 0) return true;
+  if (t >= static_cast<int64_t>(mask_stride) * 64) return false;
+  return ((mask_words[p.mask_begin + (t >> 6)] >> (t & 63)) & 1u) != 0;
 }
 
 // The reference: steps 1-6 above for row `r` of `batch`, on the host. `logits` [vocab] is

@@ -965,15 +965,16 @@ Expected<std::span<const float>> CudaBackend::run_step(const runtime::StepView& 
 Expected<runtime::SampledStep> CudaBackend::run_step_sampled(const runtime::StepView& step,
                                                              const runtime::SamplingBatch& sampling) {
   State& s = *s_;
-  // The rows and lists, each 16-byte aligned, in one transfer. The buffers grow (with a stream
-  // synchronisation) only when a step's penalty lists outgrow every earlier one.
+  // The rows, lists and token masks, each 16-byte aligned, in one transfer. The buffers grow
+  // (with a stream synchronisation) only when a step's lists and masks outgrow every earlier one.
   const size_t rows = step.num_rows;
   const auto aligned = [](size_t n) { return (n + 15) / 16 * 16; };
   const size_t bias_tokens = aligned(rows * sizeof(runtime::RowSampling));
   const size_t bias_values = bias_tokens + aligned(sampling.bias_tokens.size() * 4);
   const size_t penalty_tokens = bias_values + aligned(sampling.bias_values.size() * 4);
   const size_t penalty_counts = penalty_tokens + aligned(sampling.penalty_tokens.size() * 4);
-  const size_t bytes = penalty_counts + aligned(sampling.penalty_counts.size() * 4);
+  const size_t mask_words = penalty_counts + aligned(sampling.penalty_counts.size() * 4);
+  const size_t bytes = mask_words + aligned(sampling.mask_words.size() * 8);
   if (bytes > s.sampling_host.bytes) {
     KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
     KILN_RETURN_IF_ERROR(s.sampling_host.allocate(bytes * 2));
@@ -989,6 +990,7 @@ Expected<runtime::SampledStep> CudaBackend::run_step_sampled(const runtime::Step
   put(bias_values, sampling.bias_values);
   put(penalty_tokens, sampling.penalty_tokens);
   put(penalty_counts, sampling.penalty_counts);
+  put(mask_words, sampling.mask_words);
   KILN_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(s.sampling_dev.ptr, s.sampling_host.ptr, bytes, cudaMemcpyHostToDevice, s.stream));
   DeviceSamplingRows on_device;
@@ -997,6 +999,8 @@ Expected<runtime::SampledStep> CudaBackend::run_step_sampled(const runtime::Step
   on_device.bias_values = s.sampling_dev.at<float>(bias_values);
   on_device.penalty_tokens = s.sampling_dev.at<int32_t>(penalty_tokens);
   on_device.penalty_counts = s.sampling_dev.at<int32_t>(penalty_counts);
+  on_device.mask_words = s.sampling_dev.at<uint64_t>(mask_words);
+  on_device.mask_stride = sampling.mask_stride;
   auto* logits = static_cast<float*>(s.buffer(s.graph->outputs()[0]));
   // The rows the caller samples itself, before the kernel overwrites them.
   const auto vocab = static_cast<size_t>(s.vocab);

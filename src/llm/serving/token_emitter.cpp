@@ -131,20 +131,10 @@ Expected<int32_t> TokenEmitter::step(std::span<const float> logits, RequestEvent
       top = top_logprobs(logits, norm, top_logprobs_);
     }
   }
-  if (matcher_) {
-    matcher_->fill_mask(mask_);
-    if (matcher_->can_end()) {
-      for (int32_t t : ending_) {
-        if (t >= 0 && static_cast<size_t>(t) < mask_.size() * 64) mask_[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
-      }
-    }
-  }
+  if (matcher_) fill_grammar_mask();
   if (token < 0) {  // sampling, or a row without a finite logit (the Sampler says so)
     auto sampled = sampler_.sample(logits, mask_);
-    if (!sampled && matcher_) {
-      return invalid_argument("no token can continue the structured output here (the constraint allows none of the "
-                              "tokens the model can produce): " + sampled.status().message());
-    }
+    if (!sampled && matcher_) return no_token_fits(sampled.status().message());
     KILN_ASSIGN_OR_RETURN(Sampler::Choice choice, std::move(sampled));
     sampler_.accept(choice.token);
     token = choice.token;
@@ -154,8 +144,30 @@ Expected<int32_t> TokenEmitter::step(std::span<const float> logits, RequestEvent
   return emit(token, logprob, std::move(top), event);
 }
 
+void TokenEmitter::fill_grammar_mask() {
+  matcher_->fill_mask(mask_);
+  if (matcher_->can_end()) {
+    for (int32_t t : ending_) {
+      if (t >= 0 && static_cast<size_t>(t) < mask_.size() * 64) mask_[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+    }
+  }
+}
+
+Status TokenEmitter::no_token_fits(const std::string& why) {
+  return invalid_argument("no token can continue the structured output here (the constraint allows none of the tokens "
+                          "the model can produce)" + (why.empty() ? std::string() : ": " + why));
+}
+
+void TokenEmitter::add_device_row(runtime::SamplingBatch& batch) {
+  sampler_.add_device_row(batch);
+  if (!matcher_) return;
+  fill_grammar_mask();
+  batch.set_mask(batch.rows.back(), mask_);
+}
+
 Expected<int32_t> TokenEmitter::step_chosen(int32_t token, RequestEvent& event) {
   KILN_CHECK(!finished());
+  if (token < 0 && matcher_) return no_token_fits({});
   if (token < 0) return no_token_to_sample();
   sampler_.accept(token);
   return emit(token, std::nullopt, {}, event);

@@ -12,8 +12,8 @@
 // tokens, EOS and stop_token_ids, only where the grammar may end) before the Sampler chooses,
 // and the chosen token advances the choice's GrammarMatcher. A choice whose output is complete
 // (the grammar may end and nothing may follow) ends there with kStop, without waiting for an
-// EOS. Such a choice is not device_capable(): the device sampler takes no mask, so its row is
-// sampled on the host.
+// EOS. On a backend that samples on its device, the mask goes with the choice's row
+// (add_device_row) and the device applies it before it chooses.
 //
 // Also here: the prompt-logprob entry of one prompt token, from the logits row before it.
 #pragma once
@@ -50,14 +50,17 @@ class TokenEmitter {
   // chosen by the backend. add_device_row() appends its row for this step; step_chosen() then
   // takes the token the backend returned (-1: the row had no finite logit) and does the rest of
   // step().
-  bool device_capable() const { return sampler_.device_capable() && !matcher_; }
-  void add_device_row(runtime::SamplingBatch& batch) { sampler_.add_device_row(batch); }
+  bool device_capable() const { return sampler_.device_capable(); }
+  void add_device_row(runtime::SamplingBatch& batch);
   Expected<int32_t> step_chosen(int32_t token, RequestEvent& event);
 
   bool finished() const { return finish_ != FinishReason::kNone; }
   int32_t num_generated() const { return num_generated_; }
 
  private:
+  // mask_ for this step: what the grammar allows, and the ending tokens where it may end.
+  void fill_grammar_mask();
+  static Status no_token_fits(const std::string& why);
   // The rest of step() once the token is chosen.
   Expected<int32_t> emit(int32_t token, std::optional<float> logprob, std::vector<TokenLogprob> top,
                          RequestEvent& event);

@@ -387,7 +387,10 @@ TEST_P(CudaGoldenTest, SampledStepsChooseWhatTheReferenceChoosesFromTheLogits) {
   for (const auto& p : g["prompts"]) seqs.push_back(p.get<std::vector<int32_t>>());
   seqs.resize(3);
   runtime::SamplingBatch batch;
-  batch.add_row();
+  // The greedy row is masked (structured outputs): only every third token may be chosen.
+  std::vector<uint64_t> every_third(static_cast<size_t>((e.vocab() + 63) / 64));
+  for (int64_t t = 0; t < e.vocab(); t += 3) every_third[static_cast<size_t>(t / 64)] |= uint64_t{1} << (t % 64);
+  batch.set_mask(batch.add_row(), every_third);
   runtime::RowSampling& nucleus = batch.add_row();
   nucleus.temperature = 0.8f;
   nucleus.top_p = 0.9f;
@@ -432,6 +435,7 @@ TEST_P(CudaGoldenTest, SampledStepsChooseWhatTheReferenceChoosesFromTheLogits) {
       }
       EXPECT_EQ(out->ids[r], runtime::sample_row(row, batch, r)) << name << " round " << round << " row " << r;
     }
+    EXPECT_EQ(out->ids[0] % 3, 0) << "the masked row's token is one its mask allows";
     for (size_t s = 0; s < 3; ++s) {
       context[s] += static_cast<int64_t>(tokens[s].size());
       tokens[s] = {out->ids[s]};

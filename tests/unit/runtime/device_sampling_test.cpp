@@ -105,6 +105,40 @@ TEST(DeviceSampling, NonFiniteLogits) {
   EXPECT_EQ(sample_row(none, one_row(0.0f), 0), -1);
 }
 
+TEST(DeviceSampling, AMaskKeepsOnlyItsTokens) {
+  // Tokens 1 and 4 allowed: the draw splits between them as their own probabilities say.
+  SamplingBatch batch = one_row(1.0f);
+  const std::vector<uint64_t> mask = {(1u << 1) | (1u << 4)};
+  batch.set_mask(batch.rows[0], mask);
+  const std::vector<float> logits = {3.0f, 1.0f, 2.0f, 5.0f, 1.0f};
+  expect_counts_match(sweep_counts(logits, batch), {0.0, 0.5, 0.0, 0.0, 0.5});
+  // Greedy: the first largest allowed logit, not the row's largest.
+  SamplingBatch greedy = one_row(0.0f);
+  greedy.set_mask(greedy.rows[0], mask);
+  std::vector<float> row = logits;
+  EXPECT_EQ(sample_row(row, greedy, 0), 1);
+  // Nothing allowed, or only tokens beyond the row: no token.
+  SamplingBatch none = one_row(0.0f);
+  none.set_mask(none.rows[0], std::vector<uint64_t>{0});
+  row = logits;
+  EXPECT_EQ(sample_row(row, none, 0), -1);
+  // A mask shorter than the vocabulary allows nothing past its words.
+  std::vector<float> wide(130, 0.0f);
+  wide[129] = 9.0f;
+  SamplingBatch short_mask = one_row(0.0f);
+  short_mask.set_mask(short_mask.rows[0], std::vector<uint64_t>{~uint64_t{0}, ~uint64_t{0}});
+  EXPECT_EQ(sample_row(wide, short_mask, 0), 0);
+  // A row without a mask beside a masked one is unmasked.
+  SamplingBatch two = one_row(0.0f);
+  two.set_mask(two.rows[0], mask);
+  two.add_row();
+  row = logits;
+  EXPECT_EQ(sample_row(row, two, 1), 3);
+  EXPECT_TRUE(validate(two, 2));
+  two.rows[1].mask_begin = 1;  // past the batch's one word
+  EXPECT_FALSE(validate(two, 2));
+}
+
 TEST(DeviceSampling, ValidateNamesTheRowAndField) {
   SamplingBatch batch = one_row(1.0f);
   batch.add_row().top_p = 0.0f;

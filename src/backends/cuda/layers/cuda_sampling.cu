@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* logits, in
 
   // Step 1. Bias and penalty tokens are distinct within each list; the two lists apply in turn.
   for (int j = threadIdx.x; j < vocab; j += kThreads) {
-    if (isnan(a[j])) a[j] = -inf;
+    if (isnan(a[j]) || !runtime::device_sampling_allowed(p, s.mask_words, s.mask_stride, j)) a[j] = -inf;
   }
   __syncthreads();
   for (int j = threadIdx.x; j < p.bias_count; j += kThreads) {

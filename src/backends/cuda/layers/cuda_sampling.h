@@ -23,6 +23,8 @@ struct DeviceSamplingRows {
   const float* bias_values = nullptr;
   const int32_t* penalty_tokens = nullptr;
   const int32_t* penalty_counts = nullptr;
+  const uint64_t* mask_words = nullptr;  // the masked rows' allowed tokens
+  int32_t mask_stride = 0;
 };
 
 // logits: [num_rows, vocab], overwritten (with each row's weights); ids: [num_rows], -1 for a

@@ -49,6 +49,7 @@ Case make_case(int vocab, uint32_t seed) {
       {1.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0, 2},    {1.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0, 3},
       {1e-4f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0, 0},   {5.0f, 0, 0.99f, 0.0f, 1.0f, 0.0f, 0.0f, 0, 0},
   };
+  int index = 0;
   for (const auto& r : rows) {
     for (int i = 0; i < vocab; ++i) {
       const float x = normal(rng);
@@ -67,6 +68,17 @@ Case make_case(int vocab, uint32_t seed) {
     row.presence_penalty = r.presence;
     row.frequency_penalty = r.frequency;
     row.uniform = uniform(rng);
+    // Every third row has a token mask (structured outputs): random words, or one token alone.
+    if (index++ % 3 == 1) {
+      std::vector<uint64_t> mask(static_cast<size_t>((vocab + 63) / 64));
+      if (index % 2 == 0) {
+        for (auto& w : mask) w = (static_cast<uint64_t>(rng()) << 32) | rng();
+      } else {
+        const int32_t t = token(rng);
+        mask[static_cast<size_t>(t / 64)] = uint64_t{1} << (t % 64);
+      }
+      c.batch.set_mask(row, mask);
+    }
     // Distinct tokens in each list, as the Sampler writes them.
     std::vector<int32_t> used;
     auto fresh = [&] {
@@ -99,7 +111,9 @@ std::vector<int32_t> on_gpu(const Case& c, int vocab) {
   DeviceArray<int32_t> bias_tokens(b.bias_tokens), penalty_tokens(b.penalty_tokens), penalty_counts(b.penalty_counts);
   DeviceArray<float> bias_values(b.bias_values);
   DeviceArray<int32_t> ids(b.rows.size());
-  DeviceSamplingRows s{rows.get(), bias_tokens.get(), bias_values.get(), penalty_tokens.get(), penalty_counts.get()};
+  DeviceArray<uint64_t> mask_words(b.mask_words);
+  DeviceSamplingRows s{rows.get(),           bias_tokens.get(),  bias_values.get(), penalty_tokens.get(),
+                       penalty_counts.get(), mask_words.get(),   b.mask_stride};
   launch_sample_rows(logits.get(), static_cast<int64_t>(b.rows.size()), vocab, s, ids.get(), nullptr);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   return ids.download();

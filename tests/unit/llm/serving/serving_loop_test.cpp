@@ -17,6 +17,8 @@
 #include "backends/cpu/cpu_tuner.h"
 #include "engine/engine_builder.h"
 #include "llm/generation/generator.h"
+#include "llm/structured/grammar_cache.h"
+#include "llm/structured/grammar_matcher.h"
 #include "runtime/sequence_runner.h"
 #include "unit/llm/serving/serving_test_support.h"
 
@@ -479,6 +481,52 @@ TEST_F(ServingLoopTest, DeviceSamplingSeedsGiveWhatEachGivesAlone) {
     const GenerationResult alone = demo().alone(demo().encode(kTexts[i]), params[i], &device);
     EXPECT_EQ(o.tokens[0], alone.tokens) << kTexts[i];
     EXPECT_EQ(o.tokens[0].size(), 20u);
+  }
+}
+
+// Structured outputs on a backend that samples on its device: each row's token mask goes with
+// the step, no row comes back to the host, and greedy choices are the host path's.
+TEST_F(ServingLoopTest, DeviceSamplingTakesStructuredOutputsMasks) {
+  structured::GrammarCache grammars(demo().tokenizer());
+  auto g = grammars.get(structured::ConstraintKind::kJsonSchema,
+                        R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                            "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+                            "required": ["name", "age"], "additionalProperties": false})",
+                        "schema");
+  ASSERT_TRUE(g.has_value()) << g.status().message();
+  auto run = [&](runtime::Executor* executor, float temperature) {
+    auto loop = make_loop({}, executor);
+    std::vector<std::shared_ptr<ResponseStream>> streams;
+    for (size_t i = 0; i < 4; ++i) {
+      SamplingParams p = greedy(64);
+      p.temperature = temperature;
+      p.seed = 7 + i;
+      GenerationRequest r = make_request(demo().encode(kTexts[i]), p);
+      r.grammar = *g;
+      auto s = loop->submit(std::move(r));
+      EXPECT_TRUE(s) << s.status().message();
+      if (s) streams.push_back(*s);
+    }
+    std::vector<Outcome> out;
+    for (const auto& s : streams) out.push_back(collect(*s));
+    return out;
+  };
+  const int64_t host_rows_before = demo().device_sampling_host_rows();
+  const std::vector<Outcome> device_greedy = run(&demo().device_sampling_executor(), 0.0f);
+  const std::vector<Outcome> device_sampled = run(&demo().device_sampling_executor(), 1.0f);
+  EXPECT_EQ(demo().device_sampling_host_rows(), host_rows_before) << "masked rows are sampled on the device";
+  const std::vector<Outcome> host_greedy = run(nullptr, 0.0f);
+  for (size_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(device_greedy[i].finished) << device_greedy[i].error;
+    EXPECT_EQ(device_greedy[i].tokens[0], host_greedy[i].tokens[0]) << kTexts[i];
+    for (const Outcome* o : {&device_greedy[i], &device_sampled[i]}) {
+      ASSERT_TRUE(o->finished) << o->error;
+      structured::GrammarMatcher m(*g);
+      EXPECT_TRUE(m.accept_bytes(o->text[0])) << o->text[0];
+      if (o->finish[0] == FinishReason::kStop) {
+        EXPECT_TRUE(m.can_end()) << o->text[0];
+      }
+    }
   }
 }
 

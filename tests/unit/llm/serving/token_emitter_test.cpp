@@ -185,7 +185,8 @@ TEST(TokenEmitter, PromptTokenInfo) {
 }
 
 // Random rows through a grammar: the text is always a sentence of it, each complete choice ends
-// with kStop (by its end or by EOS where the grammar may end), and the choice is sampled on the host.
+// with kStop (by its end or by EOS where the grammar may end); sampled on the host (step) and
+// through device sampling (the row's mask in the batch, chosen by device sampling's reference).
 TEST(TokenEmitter, AGrammarHoldsEveryChoiceToItsLanguage) {
   structured::GrammarCache cache(demo_tokenizer());
   auto g = cache.get(structured::ConstraintKind::kRegex, "(cat|dog)s? [0-9]{1,3}( and more)?", "regex");
@@ -194,13 +195,14 @@ TEST(TokenEmitter, AGrammarHoldsEveryChoiceToItsLanguage) {
   std::normal_distribution<float> normal(0.0f, 3.0f);
   const std::vector<int32_t> eos = {1};
   int stopped = 0;
-  for (int trial = 0; trial < 40; ++trial) {
+  for (int trial = 0; trial < 80; ++trial) {
+    const bool on_device = trial % 2 == 1;
     SamplingParams p;
     p.temperature = 1.0f;
     p.seed = static_cast<uint64_t>(trial);
     p.max_tokens = 40;
     TokenEmitter emitter(p, std::vector<int32_t>{0}, demo_tokenizer(), false, eos, 1000, *g);
-    EXPECT_FALSE(emitter.device_capable());
+    EXPECT_TRUE(emitter.device_capable());
     std::string text;
     FinishReason finish = FinishReason::kNone;
     while (!emitter.finished()) {
@@ -208,7 +210,15 @@ TEST(TokenEmitter, AGrammarHoldsEveryChoiceToItsLanguage) {
       for (float& x : row) x = normal(rng);
       row[1] += 4.0f;  // EOS is likely whenever it is allowed
       RequestEvent event;
-      ASSERT_TRUE(emitter.step(row, event).has_value());
+      if (on_device) {
+        runtime::SamplingBatch batch;
+        emitter.add_device_row(batch);
+        ASSERT_GE(batch.rows[0].mask_begin, 0);
+        ASSERT_TRUE(runtime::validate(batch, 1));
+        ASSERT_TRUE(emitter.step_chosen(runtime::sample_row(row, batch, 0), event).has_value());
+      } else {
+        ASSERT_TRUE(emitter.step(row, event).has_value());
+      }
       text += event.text;
       finish = event.finish;
     }
@@ -221,7 +231,7 @@ TEST(TokenEmitter, AGrammarHoldsEveryChoiceToItsLanguage) {
       EXPECT_TRUE(m.accept_bytes(text)) << text;
     }
   }
-  EXPECT_GT(stopped, 30);
+  EXPECT_GT(stopped, 60);
 }
 
 }  // namespace
