@@ -317,6 +317,60 @@ bool valid_function_name(const std::string& name) {
   });
 }
 
+// The functions of a non-empty `tools` list, each checked field by field (an unknown member is a
+// 400 naming it); their parameters schemas come from `ordered`, the same list with properties in
+// written order, the order a forced call writes them in. Nothing when a tool is refused (`f` says why).
+std::optional<std::vector<llm::tools::ToolFunction>> read_tool_functions(RequestFields& f, const json& tools,
+                                                                         const nlohmann::ordered_json& ordered) {
+  std::vector<llm::tools::ToolFunction> functions;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    const json& tool = tools[i];
+    if (!tool.is_object()) {
+      f.fail_field(at.c_str(), at + " must be an object {\"type\": \"function\", \"function\": {...}}");
+      return std::nullopt;
+    }
+    RequestFields tf(tool, at + ".");
+    auto type = tf.string("type");
+    if (!tf.error() && type != "function") {
+      tf.fail_field("type", at + ".type must be \"function\"" + (type ? ", not '" + *type + "'" : std::string()));
+    }
+    const json* fn = tf.get("function");
+    if (!tf.error() && (!fn || !fn->is_object())) tf.fail_field("function", at + ".function must be an object with a name");
+    tf.reject_unread();
+    if (tf.error()) {
+      f.fail(*tf.error());
+      return std::nullopt;
+    }
+    RequestFields ff(*fn, at + ".function.");
+    auto name = ff.string("name");
+    (void)ff.string("description");
+    (void)ff.boolean("strict");  // a forced call always follows the schema, strict or not
+    const json* params = ff.get("parameters");
+    if (!ff.error() && (!name || !valid_function_name(*name))) {
+      ff.fail_field("name", at + ".function.name must be 1 to 64 letters, digits, '_' or '-'");
+    }
+    if (!ff.error() && params && !params->is_object()) ff.fail_field("parameters", at + ".function.parameters must be a JSON schema object");
+    ff.reject_unread();
+    if (ff.error()) {
+      f.fail(*ff.error());
+      return std::nullopt;
+    }
+    for (const auto& other : functions) {
+      if (other.name == *name) {
+        f.fail_field("tools", "tools names the function '" + *name + "' twice");
+        return std::nullopt;
+      }
+    }
+    functions.push_back({*name, params ? ordered[i]["function"]["parameters"].dump() : std::string(),
+                         at + ".function.parameters"});
+  }
+  return functions;
+}
+
+constexpr const char* kToolChoiceValues =
+    "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}";
+
 // `generating`: for a generation (a forced call's grammar is compiled), not only a rendering.
 ToolRequest read_tools(RequestFields& f, const ServedModel& m, std::string_view raw_body, bool generating) {
   ToolRequest out;
@@ -339,51 +393,10 @@ ToolRequest read_tools(RequestFields& f, const ServedModel& m, std::string_view 
                               " are allowed");
     return out;
   }
-  // The parameters schemas with their properties in written order (the order a forced call writes).
-  const auto ordered = nlohmann::ordered_json::parse(ordered_json_text(raw_body, {"tools"}, *tools));
-  std::vector<llm::tools::ToolFunction> functions;
-  for (size_t i = 0; i < tools->size(); ++i) {
-    const std::string at = "tools[" + std::to_string(i) + "]";
-    const json& tool = (*tools)[i];
-    if (!tool.is_object()) {
-      f.fail_field(at.c_str(), at + " must be an object {\"type\": \"function\", \"function\": {...}}");
-      return out;
-    }
-    RequestFields tf(tool, at + ".");
-    auto type = tf.string("type");
-    if (!tf.error() && type != "function") {
-      tf.fail_field("type", at + ".type must be \"function\"" + (type ? ", not '" + *type + "'" : std::string()));
-    }
-    const json* fn = tf.get("function");
-    if (!tf.error() && (!fn || !fn->is_object())) tf.fail_field("function", at + ".function must be an object with a name");
-    tf.reject_unread();
-    if (tf.error()) {
-      f.fail(*tf.error());
-      return out;
-    }
-    RequestFields ff(*fn, at + ".function.");
-    auto name = ff.string("name");
-    (void)ff.string("description");
-    (void)ff.boolean("strict");  // a forced call always follows the schema, strict or not
-    const json* params = ff.get("parameters");
-    if (!ff.error() && (!name || !valid_function_name(*name))) {
-      ff.fail_field("name", at + ".function.name must be 1 to 64 letters, digits, '_' or '-'");
-    }
-    if (!ff.error() && params && !params->is_object()) ff.fail_field("parameters", at + ".function.parameters must be a JSON schema object");
-    ff.reject_unread();
-    if (ff.error()) {
-      f.fail(*ff.error());
-      return out;
-    }
-    for (const auto& other : functions) {
-      if (other.name == *name) {
-        f.fail_field("tools", "tools names the function '" + *name + "' twice");
-        return out;
-      }
-    }
-    functions.push_back({*name, params ? ordered[i]["function"]["parameters"].dump() : std::string(),
-                         at + ".function.parameters"});
-  }
+  auto ordered = nlohmann::ordered_json::parse(ordered_json_text(raw_body, {"tools"}, *tools));
+  auto read = read_tool_functions(f, *tools, ordered);
+  if (!read) return out;
+  const std::vector<llm::tools::ToolFunction>& functions = *read;
   bool forced = false;
   std::optional<std::string> named;
   if (choice) {
@@ -397,7 +410,7 @@ ToolRequest read_tools(RequestFields& f, const ServedModel& m, std::string_view 
       cf.reject_unread();
       if (!cf.error() && (type != "function" || !fn || !fn->is_object() || !fn->contains("name") ||
                           !(*fn)["name"].is_string() || fn->size() != 1)) {
-        cf.fail_field("", "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        cf.fail_field("", kToolChoiceValues);
       }
       if (cf.error()) {
         f.fail(ApiError::bad_field("tool_choice", cf.error()->message));
@@ -410,8 +423,7 @@ ToolRequest read_tools(RequestFields& f, const ServedModel& m, std::string_view 
       }
       forced = true;
     } else if (!(choice->is_string() && *choice == "auto")) {
-      f.fail_field("tool_choice", "tool_choice must be none, auto, required or "
-                                  "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+      f.fail_field("tool_choice", kToolChoiceValues);
       return out;
     }
   }
@@ -421,7 +433,7 @@ ToolRequest read_tools(RequestFields& f, const ServedModel& m, std::string_view 
                           "), or send tool_choice none");
     return out;
   }
-  out.template_tools = ordered;
+  out.template_tools = std::move(ordered);
   out.calling = ToolCalling{*m.tool_syntax, forced, parallel.value_or(true)};
   if (!forced || !generating) return out;
   std::vector<llm::tools::ToolFunction> callable;
